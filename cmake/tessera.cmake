@@ -1,0 +1,24 @@
+# tessera_add_library(NAME SOURCES... DEPS...): one static library per src/ folder.
+# tessera_add_test(NAME SOURCES src... LABEL unit|kernel|golden|e2e|model [DEPS libs...])
+#   LABEL unit, kernel and golden run by default (no downloads); e2e and model need the real
+#   SmolLM2 model and run under their label.
+
+set(TESSERA_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/../shared/testdata" CACHE PATH "shared test data")
+set(TESSERA_PROJECT_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/tests/data" CACHE PATH "project test data")
+
+function(tessera_add_test name)
+  cmake_parse_arguments(T "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  if(NOT T_LABEL)
+    set(T_LABEL unit)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    TESSERA_TESTDATA_DIR="${TESSERA_TESTDATA_DIR}"
+    TESSERA_PROJECT_TESTDATA_DIR="${TESSERA_PROJECT_TESTDATA_DIR}")
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT})
+endfunction()

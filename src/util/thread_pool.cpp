@@ -1,0 +1,83 @@
+#include "util/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace tessera {
+namespace {
+
+// Iterations a worker spins before sleeping: long enough to bridge the gap between two kernels of
+// one forward pass (microseconds), short enough not to burn a core between steps.
+constexpr int kSpinIterations = 1 << 14;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+int default_num_threads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  workers_.reserve(num_threads_ - 1);
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::run_erased(void* ctx, Trampoline fn) {
+  if (num_threads_ == 1) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  job_ctx_ = ctx;
+  job_fn_ = fn;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  fn(ctx, 0, num_threads_);
+  // Spin, then yield: with more threads than cores a descheduled worker needs the core back.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinIterations) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t current = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; current == seen && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      current = generation_.load(std::memory_order_acquire);
+    }
+    while (current == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      current = generation_.load(std::memory_order_acquire);
+    }
+    seen = current;
+    if (stop_.load()) return;
+    job_fn_(job_ctx_, index, num_threads_);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,30 @@
+#include <gtest/gtest.h>
+
+#include "util/status.h"
+
+namespace tessera {
+namespace {
+
+Result<int> parse_positive(int v) {
+  if (v <= 0) return make_error(ErrorCode::kInvalidArgument, "expected a positive value, got {}", v);
+  return v;
+}
+
+Status twice(int v) {
+  TESSERA_TRY(parse_positive(v));
+  return ok_status();
+}
+
+TEST(Result, ValueAndError) {
+  EXPECT_EQ(parse_positive(3).value(), 3);
+  Result<int> bad = parse_positive(-1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(bad.error().message, "expected a positive value, got -1");
+  EXPECT_EQ(bad.error().with_context("flag --n").message, "flag --n: expected a positive value, got -1");
+  EXPECT_TRUE(twice(2).ok());
+  EXPECT_FALSE(twice(0).ok());
+}
+
+}  // namespace
+}  // namespace tessera
