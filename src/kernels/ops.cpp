@@ -1,0 +1,95 @@
+// Dispatch for kernels/ops.h: the ISA is read from util isa_level() at each call (a relaxed atomic
+// load), so tests can switch paths with set_isa_level(). rope and argmax have no ISA file: rope's
+// cost is its cos/sin, which the fast path computes once per token instead of once per head.
+
+#include "kernels/ops.h"
+#include "kernels/ops_rope_table.h"
+#include "util/check.h"
+#include "util/cpu_features.h"
+
+#if !defined(TESSERA_FORCE_SCALAR)
+#include "kernels/x86/ops_avx2.h"
+#endif
+
+namespace tessera::kernels {
+namespace {
+
+bool use_avx2() {
+#if defined(TESSERA_FORCE_SCALAR)
+  return false;
+#else
+  return isa_level() >= IsaLevel::kAvx2;
+#endif
+}
+
+}  // namespace
+
+void rmsnorm(const float* x, const float* weight, float eps, float* out, int64_t n,
+             int64_t num_rows) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (use_avx2()) return avx2::rmsnorm(x, weight, eps, out, n, num_rows);
+#endif
+  rmsnorm_ref(x, weight, eps, out, n, num_rows);
+}
+
+void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const int32_t* positions, const RopeParams& params) {
+  TESSERA_CHECK(head_dim % 2 == 0, "rope: head_dim {} is odd", head_dim);
+  constexpr int64_t kMaxHalf = 512;
+  const int64_t half = head_dim / 2;
+  if (half > kMaxHalf) return rope_ref(x, num_tokens, num_heads, head_dim, positions, params);
+  float cos_table[kMaxHalf], sin_table[kMaxHalf];  // [half] for the current token
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      rope_cos_sin(positions[t], i, head_dim, params, &cos_table[i], &sin_table[i]);
+    }
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* v = x + (t * num_heads + h) * head_dim;
+      if (params.layout == RopeLayout::kNormal) {
+        for (int64_t i = 0; i < half; ++i) {
+          const float x0 = v[2 * i], x1 = v[2 * i + 1];
+          v[2 * i] = x0 * cos_table[i] - x1 * sin_table[i];
+          v[2 * i + 1] = x0 * sin_table[i] + x1 * cos_table[i];
+        }
+      } else {
+        for (int64_t i = 0; i < half; ++i) {
+          const float x0 = v[i], x1 = v[i + half];
+          v[i] = x0 * cos_table[i] - x1 * sin_table[i];
+          v[i + half] = x0 * sin_table[i] + x1 * cos_table[i];
+        }
+      }
+    }
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (use_avx2()) return avx2::swiglu(gate, up, out, n);
+#endif
+  swiglu_ref(gate, up, out, n);
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (use_avx2()) return avx2::add_inplace(x, y, n);
+#endif
+  add_inplace_ref(x, y, n);
+}
+
+void scale(float* x, float s, int64_t n) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (use_avx2()) return avx2::scale(x, s, n);
+#endif
+  scale_ref(x, s, n);
+}
+
+void softmax(float* x, int64_t n) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (use_avx2()) return avx2::softmax(x, n);
+#endif
+  softmax_ref(x, n);
+}
+
+int64_t argmax(const float* x, int64_t n) { return argmax_ref(x, n); }
+
+}  // namespace tessera::kernels

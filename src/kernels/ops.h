@@ -1,0 +1,60 @@
+// Element-wise and row-wise ops of the llama-family forward: rmsnorm, rope (normal and neox
+// layouts), swiglu, add, scale, softmax, argmax.
+//
+// Every op has a scalar `_ref` twin (ops_ref.cpp) that the tests compare with; the plain name
+// dispatches once on util isa_level() to the fastest path this build and CPU allow.
+// Invariant (batch invariance, see kernels/README.md): the result for one row depends only on that
+// row's inputs, never on how many rows are processed together or on the thread count.
+#pragma once
+#include <cstdint>
+
+namespace tessera::kernels {
+
+// out[r][i] = x[r][i] / sqrt(mean_i(x[r][i]^2) + eps) * weight[i], for each of num_rows rows of n.
+// x and out may alias (in place).
+void rmsnorm(const float* x, const float* weight, float eps, float* out, int64_t n,
+             int64_t num_rows = 1);
+void rmsnorm_ref(const float* x, const float* weight, float eps, float* out, int64_t n,
+                 int64_t num_rows = 1);
+
+// How a head's dimensions are paired for rotation.
+enum class RopeLayout {
+  kNormal,  // GGUF llama arch: rotate (x[2i], x[2i+1])
+  kNeox,    // qwen2 / gpt-neox: rotate (x[i], x[i + head_dim/2])
+};
+
+struct RopeParams {
+  RopeLayout layout = RopeLayout::kNormal;
+  float freq_base = 10000.0f;  // theta_i = pos * freq_scale * freq_base^(-2i/head_dim)
+  float freq_scale = 1.0f;     // linear position scaling (1 = none)
+};
+
+// In place over x: [num_tokens][num_heads][head_dim]; positions: [num_tokens]. head_dim is even.
+// The angle is computed in double and rounded once to float, so every path gets the same cos/sin.
+void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const int32_t* positions, const RopeParams& params);
+void rope_ref(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+              const int32_t* positions, const RopeParams& params);
+
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] += y[i].
+void add_inplace(float* x, const float* y, int64_t n);
+void add_inplace_ref(float* x, const float* y, int64_t n);
+
+// x[i] *= s.
+void scale(float* x, float s, int64_t n);
+void scale_ref(float* x, float s, int64_t n);
+
+// In place: x[i] = exp(x[i] - max) / sum_j exp(x[j] - max). n >= 1.
+void softmax(float* x, int64_t n);
+void softmax_ref(float* x, int64_t n);
+
+// Index of the largest element; ties go to the lowest index; NaNs are never chosen unless all
+// are NaN (then 0). n >= 1.
+int64_t argmax(const float* x, int64_t n);
+int64_t argmax_ref(const float* x, int64_t n);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,165 @@
+// kernels/ops.h: every fast op against its _ref twin at each ISA level, plus hand-computed values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "util/cpu_features.h"
+
+namespace tessera::kernels {
+namespace {
+
+// Relative error budgets of the fast paths against the scalar references.
+constexpr float kMaxRelErrRmsnorm = 1e-5f;
+constexpr float kMaxRelErrExpOps = 2e-6f;  // swiglu and softmax (polynomial exp)
+constexpr float kMaxAbsErrRope = 0.0f;     // same cos/sin table: bit-exact
+
+std::vector<float> random_vec(int64_t n, uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<IsaLevel> levels() {
+  std::vector<IsaLevel> out;
+  for (int l = 0; l <= static_cast<int>(detected_isa_level()); ++l) out.push_back(static_cast<IsaLevel>(l));
+  return out;
+}
+
+struct IsaGuard {
+  ~IsaGuard() { set_isa_level(detected_isa_level()); }
+};
+
+float max_rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float denom = std::max(1e-6f, std::fabs(b[i]));
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / denom);
+  }
+  return worst;
+}
+
+TEST(Ops, RmsnormKnownValues) {
+  const std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
+  const std::vector<float> w = {1.0f, 1.0f, 2.0f, 0.5f};
+  std::vector<float> out(4);
+  rmsnorm_ref(x.data(), w.data(), 0.0f, out.data(), 4);
+  const float inv = 1.0f / std::sqrt(7.5f);  // mean of squares = 30 / 4
+  EXPECT_FLOAT_EQ(out[0], 1.0f * inv);
+  EXPECT_FLOAT_EQ(out[2], 6.0f * inv);
+  EXPECT_FLOAT_EQ(out[3], 2.0f * inv);
+}
+
+TEST(Ops, FastMatchesRef) {
+  IsaGuard guard;
+  for (IsaLevel level : levels()) {
+    set_isa_level(level);
+    SCOPED_TRACE(std::string(isa_name(level)));
+    for (int64_t n : {1, 7, 8, 33, 576, 1537}) {
+      const auto x = random_vec(n * 3, 1), w = random_vec(n, 2), up = random_vec(n, 3);
+      std::vector<float> a(x.size()), b(x.size());
+      rmsnorm(x.data(), w.data(), 1e-5f, a.data(), n, 3);
+      rmsnorm_ref(x.data(), w.data(), 1e-5f, b.data(), n, 3);
+      EXPECT_LE(max_rel_err(a, b), kMaxRelErrRmsnorm) << "rmsnorm n=" << n;
+
+      std::vector<float> sa(n), sb(n);
+      swiglu(x.data(), up.data(), sa.data(), n);
+      swiglu_ref(x.data(), up.data(), sb.data(), n);
+      EXPECT_LE(max_rel_err(sa, sb), kMaxRelErrExpOps) << "swiglu n=" << n;
+
+      std::vector<float> ma(x.begin(), x.begin() + n), mb = ma;
+      softmax(ma.data(), n);
+      softmax_ref(mb.data(), n);
+      EXPECT_LE(max_rel_err(ma, mb), kMaxRelErrExpOps) << "softmax n=" << n;
+
+      std::vector<float> aa(x.begin(), x.begin() + n), ab = aa;
+      add_inplace(aa.data(), up.data(), n);
+      add_inplace_ref(ab.data(), up.data(), n);
+      EXPECT_EQ(aa, ab);
+      scale(aa.data(), 0.37f, n);
+      scale_ref(ab.data(), 0.37f, n);
+      EXPECT_EQ(aa, ab);
+      EXPECT_EQ(argmax(x.data(), n), argmax_ref(x.data(), n));
+    }
+  }
+}
+
+TEST(Ops, SoftmaxKnownValuesAndLargeInputs) {
+  std::vector<float> x = {0.0f, std::log(3.0f), 1000.0f - 1000.0f};
+  softmax(x.data(), 3);
+  EXPECT_NEAR(x[0], 0.2f, 1e-6f);
+  EXPECT_NEAR(x[1], 0.6f, 1e-6f);
+  std::vector<float> big = {1000.0f, 1000.0f};
+  softmax(big.data(), 2);
+  EXPECT_FLOAT_EQ(big[0], 0.5f);
+}
+
+TEST(Ops, SwigluKnownValues) {
+  const float g[2] = {0.0f, 2.0f}, u[2] = {5.0f, 3.0f};
+  float out[2];
+  swiglu_ref(g, u, out, 2);
+  EXPECT_FLOAT_EQ(out[0], 0.0f);
+  EXPECT_FLOAT_EQ(out[1], 2.0f / (1.0f + std::exp(-2.0f)) * 3.0f);
+}
+
+TEST(Ops, ArgmaxTiesGoToLowestIndex) {
+  const float x[6] = {1.0f, 5.0f, -2.0f, 5.0f, 5.0f, 0.0f};
+  EXPECT_EQ(argmax(x, 6), 1);
+  EXPECT_EQ(argmax_ref(x, 6), 1);
+  const float y[3] = {NAN, 2.0f, 2.0f};
+  EXPECT_EQ(argmax(y, 3), 1);
+}
+
+TEST(Ops, RopeNormalKnownValues) {
+  // head_dim 4: pairs (0,1) with theta = pos, (2,3) with theta = pos * base^(-1/2).
+  std::vector<float> x = {1.0f, 0.0f, 1.0f, 0.0f};
+  const int32_t pos[1] = {2};
+  RopeParams p;
+  p.layout = RopeLayout::kNormal;
+  p.freq_base = 100.0f;
+  rope_ref(x.data(), 1, 1, 4, pos, p);
+  EXPECT_NEAR(x[0], std::cos(2.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(2.0), 1e-6);
+  EXPECT_NEAR(x[2], std::cos(0.2), 1e-6);
+  EXPECT_NEAR(x[3], std::sin(0.2), 1e-6);
+}
+
+TEST(Ops, RopeNeoxKnownValues) {
+  // head_dim 4 neox: pairs (0,2) with theta = pos, (1,3) with theta = pos * base^(-1/2).
+  std::vector<float> x = {1.0f, 1.0f, 0.0f, 0.0f};
+  const int32_t pos[1] = {3};
+  RopeParams p;
+  p.layout = RopeLayout::kNeox;
+  p.freq_base = 100.0f;
+  p.freq_scale = 0.5f;  // theta halves
+  rope_ref(x.data(), 1, 1, 4, pos, p);
+  EXPECT_NEAR(x[0], std::cos(1.5), 1e-6);
+  EXPECT_NEAR(x[2], std::sin(1.5), 1e-6);
+  EXPECT_NEAR(x[1], std::cos(0.15), 1e-6);
+  EXPECT_NEAR(x[3], std::sin(0.15), 1e-6);
+}
+
+TEST(Ops, RopeFastMatchesRef) {
+  for (RopeLayout layout : {RopeLayout::kNormal, RopeLayout::kNeox}) {
+    const int64_t tokens = 5, heads = 3, dim = 64;
+    const auto x = random_vec(tokens * heads * dim, 7);
+    const int32_t pos[5] = {0, 1, 17, 4095, 3};
+    RopeParams p;
+    p.layout = layout;
+    p.freq_base = 10000.0f;
+    std::vector<float> a = x, b = x;
+    rope(a.data(), tokens, heads, dim, pos, p);
+    rope_ref(b.data(), tokens, heads, dim, pos, p);
+    float worst = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    EXPECT_LE(worst, kMaxAbsErrRope);
+    EXPECT_NE(a, x);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::kernels
