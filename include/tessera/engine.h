@@ -1,0 +1,141 @@
+// tessera's public C++ API: an Engine that owns one model, its paged KV cache, the scheduler and
+// one engine thread, and serves many concurrent requests with continuous batching.
+//
+//   auto engine = tessera::Engine::create(config).value();
+//   auto ids = engine->tokenize("Hello", /*add_bos=*/true, /*parse_special=*/false);
+//   auto stream = engine->submit({.prompt_ids = ids, .params = params}).value();
+//   while (auto out = stream->next()) { print(out->text_delta); }
+//
+// Threads: submit/abort/metrics/tokenize may be called from any thread. Requests reach the engine
+// thread through a message queue that it drains between steps; outputs come back through each
+// request's RequestStream. The engine thread never blocks on a client.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/metrics.h"
+#include "tessera/sampling_params.h"
+#include "util/status.h"
+
+namespace tessera {
+
+struct EngineConfig {
+  std::string model_path;                 // GGUF file
+  int32_t num_threads = 0;                // compute threads; 0 = every core
+  // KV cache: a byte budget, or (when 0) a fraction of the machine's available memory.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_memory_fraction = 0.25;
+  int32_t block_size = 16;                // token slots per KV block
+  std::string kv_dtype = "f16";           // "f16" | "f32"
+  bool enable_prefix_caching = true;
+  // Batching: the throughput-versus-latency knob. More sequences per step amortize the weight read
+  // (more tokens/s overall) and lengthen each step (higher time per output token for everyone).
+  int32_t max_num_seqs = 64;              // sequences in one step at most
+  int32_t max_num_batched_tokens = 512;   // tokens in one step at most (the token budget)
+  int32_t long_prefill_token_threshold = 0;  // prefill chunk cap per request per step; 0 = budget
+  bool enable_chunked_prefill = true;
+  int32_t max_model_len = 0;              // context per request; 0 = the model's, capped at 8192
+  std::string policy = "continuous";      // "continuous" | "static" (for comparison)
+  // Speculative decoding.
+  std::string speculative;                // "" (off) | "ngram" | "draft"
+  std::string draft_model_path;           // for "draft": a GGUF with the target's vocabulary
+  int32_t num_speculative_tokens = 4;     // k, the most draft tokens per step
+  uint64_t seed = 0;                      // seeds requests that carry none
+  bool verbose = false;                   // start-up summary on stderr
+};
+
+struct ModelInfo {
+  std::string name;                       // general.name
+  std::string architecture;
+  std::string path;
+  int32_t vocab_size = 0;
+  int32_t context_length = 0;             // the max_model_len in force
+  int32_t num_layers = 0, dim = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  bool add_bos = false;                   // whether prompts get a BOS by default
+  size_t weight_bytes = 0;                // bytes streamed per forward pass
+  // KV cache in force.
+  int64_t kv_cache_bytes = 0;
+  int32_t num_kv_blocks = 0;
+  int32_t block_size = 0;
+  double max_concurrency = 0.0;           // full-context requests the cache holds at once
+};
+
+struct ChatMessage {
+  std::string role;                       // "system" | "user" | "assistant" | ...
+  std::string content;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_ids;        // already tokenized (see Engine::tokenize)
+  SamplingParams params;
+  std::string cache_salt;                 // prefix-cache isolation key (tenant); "" = shared
+};
+
+enum class FinishReason { kNone = 0, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason reason);  // "stop", "length", "abort", "error"
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+// One event of a request's stream: the new tokens of one of its n samples.
+struct RequestOutput {
+  int32_t sample_index = 0;                    // 0 .. n-1
+  std::vector<int32_t> token_ids;              // tokens generated in this step
+  std::string text_delta;                      // their text (UTF-8 complete; stop strings cut)
+  std::vector<TokenLogprob> logprobs;          // chosen token's logprob per token_ids entry
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // per token, when requested
+  FinishReason finish_reason = FinishReason::kNone;     // set on the sample's last event
+  std::string error;                           // for kError
+  // Filled on every event (cumulative).
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_prompt_tokens = 0;        // served from the prefix cache
+  int32_t num_output_tokens = 0;               // of this sample so far
+};
+
+// A request's output channel, filled by the engine thread and read by one client thread.
+class RequestStream {
+ public:
+  virtual ~RequestStream() = default;
+  virtual int64_t request_id() const = 0;
+  // Waits for the next event; nullopt once every sample has finished (or on timeout when given).
+  virtual std::optional<RequestOutput> next(
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
+  // True when every sample has delivered its final event.
+  virtual bool finished() const = 0;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  virtual ~Engine() = default;
+
+  virtual const ModelInfo& model_info() const = 0;
+
+  // Tokenizer and chat template of the model.
+  virtual std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special) const = 0;
+  virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  virtual Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
+                                                  bool add_generation_prompt) const = 0;
+
+  // Validates and enqueues. Errors (kInvalidArgument, kOutOfRange for a prompt that can never
+  // fit, kResourceExhausted when the queue is full) are returned here, never later.
+  virtual Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) = 0;
+  // Aborts a request (its blocks are freed between steps); unknown ids are ignored.
+  virtual void abort(int64_t request_id) = 0;
+
+  virtual MetricsSnapshot metrics() const = 0;
+  // Requests waiting or running.
+  virtual int32_t num_unfinished_requests() const = 0;
+  // Stops accepting; lets in-flight requests finish for up to `grace`, aborts the rest, joins.
+  virtual void shutdown(std::chrono::milliseconds grace) = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// Engine metrics: a plain snapshot the server renders as Prometheus text (names modeled on vLLM's,
+// prefixed `tessera:`). Counters are cumulative since start-up; histograms keep bucket counts.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct Histogram {
+  std::vector<double> bounds;      // upper bounds of the buckets, ascending (seconds)
+  std::vector<uint64_t> counts;    // [bounds.size() + 1]: per bucket, the last is +Inf
+  double sum = 0.0;
+  uint64_t count = 0;
+
+  static Histogram with_bounds(std::vector<double> bounds);
+  void observe(double value);
+};
+
+struct MetricsSnapshot {
+  // Gauges.
+  int32_t num_requests_running = 0;
+  int32_t num_requests_waiting = 0;
+  double kv_cache_usage = 0.0;           // 0..1 of blocks in use
+  int32_t num_kv_blocks_total = 0;
+  int32_t num_kv_blocks_free = 0;
+  int32_t num_kv_blocks_cached = 0;
+  // Counters.
+  int64_t prefix_cache_queries = 0;      // prompt tokens looked up
+  int64_t prefix_cache_hits = 0;         // of those, served from the cache
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t num_requests_finished = 0;
+  int64_t num_requests_aborted = 0;
+  int64_t num_kv_evictions = 0;
+  int64_t num_cow_copies = 0;
+  int64_t num_steps = 0;
+  int64_t spec_num_drafts = 0;           // steps with proposals
+  int64_t spec_num_draft_tokens = 0;     // proposed tokens
+  int64_t spec_num_accepted_tokens = 0;  // accepted proposals
+  std::vector<int64_t> spec_accepted_per_position;  // [k]: accepted at draft position i
+  // Histograms (seconds).
+  Histogram time_to_first_token;
+  Histogram inter_token_latency;
+  Histogram e2e_request_latency;
+  Histogram request_queue_time;
+};
+
+}  // namespace tessera

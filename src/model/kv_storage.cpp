@@ -1,0 +1,48 @@
+#include "model/kv_storage.h"
+
+#include <cstring>
+
+namespace tessera {
+
+namespace {
+size_t element_bytes(kernels::KvDType dtype) { return dtype == kernels::KvDType::kF16 ? 2 : 4; }
+}  // namespace
+
+size_t KvStorage::bytes_per_token(const ModelConfig& config, kernels::KvDType dtype) {
+  return 2 * static_cast<size_t>(config.num_layers) * static_cast<size_t>(config.kv_dim()) *
+         element_bytes(dtype);
+}
+
+KvStorage::KvStorage(const ModelConfig& config, int32_t num_blocks, int32_t block_size,
+                     kernels::KvDType dtype)
+    : num_blocks_(num_blocks), block_size_(block_size), dtype_(dtype) {
+  TESSERA_CHECK(num_blocks > 0 && block_size > 0, "KV storage needs blocks ({} x {})", num_blocks, block_size);
+  block_bytes_ = static_cast<size_t>(block_size) * static_cast<size_t>(config.kv_dim()) * element_bytes(dtype);
+  const size_t tensor_bytes = block_bytes_ * static_cast<size_t>(num_blocks);
+  // Zeroed so that a slot never written reads as 0, not garbage (it is never attended to).
+  data_.assign(tensor_bytes * 2 * static_cast<size_t>(config.num_layers), 0);
+  layers_.resize(static_cast<size_t>(config.num_layers));
+  for (int32_t l = 0; l < config.num_layers; ++l) {
+    kernels::KvLayer& layer = layers_[static_cast<size_t>(l)];
+    layer.k = data_.data() + tensor_bytes * (2 * static_cast<size_t>(l));
+    layer.v = data_.data() + tensor_bytes * (2 * static_cast<size_t>(l) + 1);
+    layer.dtype = dtype;
+    layer.num_blocks = num_blocks;
+    layer.block_size = block_size;
+    layer.num_kv_heads = config.num_kv_heads;
+    layer.head_dim = config.head_dim;
+  }
+}
+
+void KvStorage::copy_block(int32_t src, int32_t dst) {
+  TESSERA_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_, "block {} -> {}", src, dst);
+  for (kernels::KvLayer& layer : layers_) {
+    for (void* base : {layer.k, layer.v}) {
+      auto* bytes = static_cast<uint8_t*>(base);
+      std::memcpy(bytes + block_bytes_ * static_cast<size_t>(dst),
+                  bytes + block_bytes_ * static_cast<size_t>(src), block_bytes_);
+    }
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,196 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+
+namespace tessera {
+
+namespace {
+
+// Finds a tensor and checks its shape; the error names the tensor, what was expected and found.
+Result<const gguf::TensorInfo*> expect_tensor(const gguf::GgufFile& f, const std::string& name,
+                                              std::vector<int64_t> dims) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) return make_error(ErrorCode::kCorruptFile, "tensor '{}' is missing", name);
+  if (t->dims != dims) {
+    return make_error(ErrorCode::kCorruptFile, "tensor '{}': expected shape [{}], found [{}]", name,
+                      fmt::join(dims, ", "), fmt::join(t->dims, ", "));
+  }
+  return t;
+}
+
+Result<kernels::WeightMatrix> load_matrix(const gguf::GgufFile& f, const std::string& name,
+                                          int64_t rows, int64_t cols) {
+  auto t = expect_tensor(f, name, {cols, rows});
+  if (!t) return t.error();
+  if (!kernels::dtype_supported_for_matmul((*t)->type)) {
+    return make_error(ErrorCode::kUnsupported, "tensor '{}': type {} is not supported for matmul",
+                      name, dtype_name((*t)->type));
+  }
+  return kernels::WeightMatrix::view((*t)->type, (*t)->data, rows, cols);
+}
+
+// Norm weights and biases: any float type, copied to f32.
+Result<std::vector<float>> load_vector(const gguf::GgufFile& f, const std::string& name, int64_t n) {
+  auto t = expect_tensor(f, name, {n});
+  if (!t) return t.error();
+  std::vector<float> out(static_cast<size_t>(n));
+  kernels::dequantize_row_ref((*t)->type, (*t)->data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+ForwardWorkspace::ForwardWorkspace(const ModelConfig& c, int32_t max_tokens, int32_t max_seqs,
+                                   int32_t max_context, int32_t num_threads)
+    : max_tokens_(max_tokens) {
+  kernels::AttnLimits limits;
+  limits.max_tokens = max_tokens;
+  limits.max_seqs = max_seqs;
+  limits.max_context = max_context;
+  limits.num_heads = c.num_heads;
+  limits.num_kv_heads = c.num_kv_heads;
+  limits.head_dim = c.head_dim;
+  limits.num_threads = num_threads;
+  attn_ws.reserve(limits);
+  const auto n = static_cast<size_t>(max_tokens);
+  x.resize(n * static_cast<size_t>(c.dim));
+  h.resize(n * static_cast<size_t>(c.dim));
+  q.resize(n * static_cast<size_t>(c.q_dim()));
+  k.resize(n * static_cast<size_t>(c.kv_dim()));
+  v.resize(n * static_cast<size_t>(c.kv_dim()));
+  attn.resize(n * static_cast<size_t>(c.q_dim()));
+  gate.resize(n * static_cast<size_t>(c.ffn_dim));
+  up.resize(n * static_cast<size_t>(c.ffn_dim));
+  final_rows.resize(n * static_cast<size_t>(c.dim));
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, const LoadProgress& progress) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file) return file.error();
+  auto model = from_gguf(std::move(*file), progress);
+  if (!model) return model.error().with_context("loading model '" + path + "'");
+  return model;
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::from_gguf(gguf::GgufFile file, const LoadProgress& progress) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->file_ = std::move(file);
+  auto config = ModelConfig::from_gguf(m->file_);
+  if (!config) return config.error().with_context("model hyperparameters");
+  m->config_ = *config;
+  const ModelConfig& c = m->config_;
+  const gguf::GgufFile& f = m->file_;
+
+  auto embd = load_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
+  if (!embd) return embd.error();
+  m->token_embd_ = std::move(*embd);
+  auto out = load_matrix(f, c.tied_output ? "token_embd.weight" : "output.weight", c.vocab_size, c.dim);
+  if (!out) return out.error();
+  m->output_ = std::move(*out);
+  auto out_norm = load_vector(f, "output_norm.weight", c.dim);
+  if (!out_norm) return out_norm.error();
+  m->output_norm_ = std::move(*out_norm);
+  m->weight_bytes_ = m->output_.bytes();
+
+  m->layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights& w = m->layers_[static_cast<size_t>(l)];
+    const std::string p = fmt::format("blk.{}.", l);
+    auto set_matrix = [&](kernels::WeightMatrix& dst, const char* name, int64_t rows, int64_t cols) -> Status {
+      auto r = load_matrix(f, p + name, rows, cols);
+      if (!r) return r.error();
+      dst = std::move(*r);
+      m->weight_bytes_ += dst.bytes();
+      return ok_status();
+    };
+    auto set_vector = [&](std::vector<float>& dst, const char* name, int64_t n) -> Status {
+      auto r = load_vector(f, p + name, n);
+      if (!r) return r.error();
+      dst = std::move(*r);
+      return ok_status();
+    };
+    TESSERA_TRY(set_vector(w.attn_norm, "attn_norm.weight", c.dim));
+    TESSERA_TRY(set_matrix(w.wq, "attn_q.weight", c.q_dim(), c.dim));
+    TESSERA_TRY(set_matrix(w.wk, "attn_k.weight", c.kv_dim(), c.dim));
+    TESSERA_TRY(set_matrix(w.wv, "attn_v.weight", c.kv_dim(), c.dim));
+    TESSERA_TRY(set_matrix(w.wo, "attn_output.weight", c.dim, c.q_dim()));
+    if (c.has_qkv_bias) {
+      TESSERA_TRY(set_vector(w.bq, "attn_q.bias", c.q_dim()));
+      TESSERA_TRY(set_vector(w.bk, "attn_k.bias", c.kv_dim()));
+      TESSERA_TRY(set_vector(w.bv, "attn_v.bias", c.kv_dim()));
+    }
+    TESSERA_TRY(set_vector(w.ffn_norm, "ffn_norm.weight", c.dim));
+    TESSERA_TRY(set_matrix(w.w_gate, "ffn_gate.weight", c.ffn_dim, c.dim));
+    TESSERA_TRY(set_matrix(w.w_up, "ffn_up.weight", c.ffn_dim, c.dim));
+    TESSERA_TRY(set_matrix(w.w_down, "ffn_down.weight", c.dim, c.ffn_dim));
+    if (progress) progress(static_cast<double>(l + 1) / c.num_layers);
+  }
+  return m;
+}
+
+void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorkspace& ws,
+                         ThreadPool& pool, float* logits) const {
+  const ModelConfig& c = config_;
+  const auto num_tokens = static_cast<int64_t>(batch.tokens.size());
+  TESSERA_CHECK(num_tokens > 0 && num_tokens <= ws.max_tokens(), "batch of {} tokens (workspace {})",
+                num_tokens, ws.max_tokens());
+  TESSERA_CHECK(batch.positions.size() == batch.tokens.size(), "positions/tokens size mismatch");
+  const int64_t dim = c.dim;
+  float* x = ws.x.data();
+  float* h = ws.h.data();
+
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t id = batch.tokens[static_cast<size_t>(t)];
+    TESSERA_CHECK(id >= 0 && id < c.vocab_size, "token id {} outside the vocabulary ({})", id, c.vocab_size);
+    token_embd_.dequantize_row(id, x + t * dim);
+  }
+
+  const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = layers_[static_cast<size_t>(l)];
+    // Attention block.
+    kernels::rmsnorm(x, w.attn_norm.data(), c.rms_eps, h, dim, num_tokens);
+    kernels::matmul(w.wq, h, num_tokens, ws.q.data(), pool);
+    kernels::matmul(w.wk, h, num_tokens, ws.k.data(), pool);
+    kernels::matmul(w.wv, h, num_tokens, ws.v.data(), pool);
+    if (c.has_qkv_bias) {
+      for (int64_t t = 0; t < num_tokens; ++t) {
+        kernels::add_inplace(ws.q.data() + t * c.q_dim(), w.bq.data(), c.q_dim());
+        kernels::add_inplace(ws.k.data() + t * c.kv_dim(), w.bk.data(), c.kv_dim());
+        kernels::add_inplace(ws.v.data() + t * c.kv_dim(), w.bv.data(), c.kv_dim());
+      }
+    }
+    kernels::rope(ws.q.data(), num_tokens, c.num_heads, c.head_dim, batch.positions.data(), c.rope);
+    kernels::rope(ws.k.data(), num_tokens, c.num_kv_heads, c.head_dim, batch.positions.data(), c.rope);
+    const kernels::KvLayer& kv_layer = kv.layer(l);
+    kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data());
+    kernels::paged_attention(kv_layer, batch.attn, ws.q.data(), c.num_heads, attn_scale,
+                             ws.attn.data(), pool, ws.attn_ws);
+    kernels::matmul(w.wo, ws.attn.data(), num_tokens, h, pool);
+    kernels::add_inplace(x, h, num_tokens * dim);
+
+    // Feed-forward block.
+    kernels::rmsnorm(x, w.ffn_norm.data(), c.rms_eps, h, dim, num_tokens);
+    kernels::matmul(w.w_gate, h, num_tokens, ws.gate.data(), pool);
+    kernels::matmul(w.w_up, h, num_tokens, ws.up.data(), pool);
+    kernels::swiglu(ws.gate.data(), ws.up.data(), ws.gate.data(), num_tokens * c.ffn_dim);
+    kernels::matmul(w.w_down, ws.gate.data(), num_tokens, h, pool);
+    kernels::add_inplace(x, h, num_tokens * dim);
+  }
+
+  // Logits only for the rows that need them.
+  const auto num_rows = static_cast<int64_t>(batch.logits_rows.size());
+  if (num_rows == 0) return;
+  float* rows = ws.final_rows.data();
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const int32_t t = batch.logits_rows[static_cast<size_t>(r)];
+    TESSERA_CHECK(t >= 0 && t < num_tokens, "logits row {} outside the batch", t);
+    kernels::rmsnorm(x + t * dim, output_norm_.data(), c.rms_eps, rows + r * dim, dim, 1);
+  }
+  kernels::matmul(output_, rows, num_rows, logits, pool);
+}
+
+}  // namespace tessera

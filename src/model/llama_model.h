@@ -1,0 +1,89 @@
+// LlamaModel: the llama-family forward over a ragged batch of many sequences, reading and writing
+// the paged KV cache through the block tables in AttnMetadata. Weights are views into the mapped
+// GGUF (repacked by kernels::WeightMatrix where that pays); norms and biases are copied to f32.
+//
+//   x[T][dim] = embed(tokens)
+//   per layer:  h = rmsnorm(x)·attn_norm;  q,k,v = h·Wq,Wk,Wv (+bias);  rope(q,k, positions)
+//               write_kv(k,v → slots);  a = paged_attention(q);  x += a·Wo
+//               h = rmsnorm(x)·ffn_norm;  x += (silu(h·Wgate) ⊙ h·Wup)·Wdown
+//   logits[R][vocab] = rmsnorm(x[rows])·output_norm · Wout   (only the R rows that need them)
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "model/kv_storage.h"
+#include "model/model_config.h"
+#include "util/thread_pool.h"
+
+namespace tessera {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;             // [dim]
+  kernels::WeightMatrix wq, wk, wv, wo;     // [q_dim][dim], [kv_dim][dim] x2, [dim][q_dim]
+  std::vector<float> bq, bk, bv;            // [q_dim], [kv_dim], [kv_dim]; empty without bias
+  std::vector<float> ffn_norm;              // [dim]
+  kernels::WeightMatrix w_gate, w_up, w_down;  // [ffn][dim] x2, [dim][ffn]
+};
+
+// One forward step's inputs (plain data, built by the runner).
+struct ForwardBatch {
+  std::span<const int32_t> tokens;          // [num_tokens]
+  std::span<const int32_t> positions;       // [num_tokens]
+  kernels::AttnMetadata attn;               // CSR over the sequences; slot_mapping per token
+  std::span<const int32_t> logits_rows;     // rows (token indices) whose logits are wanted, ascending
+};
+
+// Preallocated activations for up to max_tokens tokens per step: no allocation in a step.
+class ForwardWorkspace {
+ public:
+  ForwardWorkspace(const ModelConfig& config, int32_t max_tokens, int32_t max_seqs,
+                   int32_t max_context, int32_t num_threads);
+  int32_t max_tokens() const { return max_tokens_; }
+
+ private:
+  friend class LlamaModel;
+  int32_t max_tokens_;
+  std::vector<float> x, h, q, k, v, attn, gate, up;  // [max_tokens][width]
+  std::vector<float> final_rows;                     // [max_tokens][dim]
+  kernels::AttnWorkspace attn_ws;
+};
+
+using LoadProgress = std::function<void(double fraction)>;
+
+class LlamaModel {
+ public:
+  static Result<std::unique_ptr<LlamaModel>> load(const std::string& path,
+                                                  const LoadProgress& progress = nullptr);
+  static Result<std::unique_ptr<LlamaModel>> from_gguf(gguf::GgufFile file,
+                                                       const LoadProgress& progress = nullptr);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::GgufFile& file() const { return file_; }
+  // Bytes of weights one forward pass streams (all matrices once, one embedding row ignored).
+  size_t weight_bytes_per_pass() const { return weight_bytes_; }
+
+  // Writes logits [logits_rows.size()][vocab] to `logits`.
+  void forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorkspace& ws, ThreadPool& pool,
+               float* logits) const;
+
+ private:
+  LlamaModel() = default;
+
+  gguf::GgufFile file_;
+  ModelConfig config_;
+  kernels::WeightMatrix token_embd_;  // [vocab][dim]
+  kernels::WeightMatrix output_;      // [vocab][dim] (a second view of token_embd when tied)
+  std::vector<float> output_norm_;    // [dim]
+  std::vector<LayerWeights> layers_;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace tessera

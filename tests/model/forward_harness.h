@@ -1,0 +1,74 @@
+// Test harness: runs one sequence through LlamaModel::forward with a paged cache whose block table
+// is simply 0, 1, 2, ... — chunked as the caller asks — so model tests need no scheduler.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "model/llama_model.h"
+
+namespace tessera::testing {
+
+class SingleSequence {
+ public:
+  SingleSequence(const LlamaModel& model, int32_t max_context, int32_t block_size = 16,
+                 int32_t num_threads = 2, kernels::KvDType dtype = kernels::KvDType::kF32)
+      : model_(model),
+        block_size_(block_size),
+        pool_(num_threads),
+        kv_(model.config(), (max_context + block_size - 1) / block_size, block_size, dtype),
+        ws_(model.config(), max_context, 1, max_context, num_threads) {
+    for (int32_t b = 0; b < kv_.num_blocks(); ++b) blocks_.push_back(b);
+  }
+
+  // Feeds `tokens` at the next positions as one chunk; returns the logits of the last one [vocab].
+  std::vector<float> feed(const std::vector<int32_t>& tokens) {
+    const auto n = static_cast<int32_t>(tokens.size());
+    std::vector<int32_t> positions(tokens.size());
+    std::vector<int64_t> slots(tokens.size());
+    for (int32_t i = 0; i < n; ++i) {
+      positions[i] = num_cached_ + i;
+      slots[i] = positions[i];  // blocks are 0, 1, 2, ...: slot = position
+    }
+    const int32_t seq_len = num_cached_ + n;
+    const int32_t qsl[2] = {0, n};
+    const int32_t num_blocks = (seq_len + block_size_ - 1) / block_size_;
+    const int32_t indptr[2] = {0, num_blocks};
+    const int32_t rows[1] = {n - 1};
+    ForwardBatch batch;
+    batch.tokens = tokens;
+    batch.positions = positions;
+    batch.attn.num_seqs = 1;
+    batch.attn.num_tokens = n;
+    batch.attn.query_start_loc = qsl;
+    batch.attn.seq_lens = &seq_len;
+    batch.attn.block_table_indptr = indptr;
+    batch.attn.block_table_indices = blocks_.data();
+    batch.attn.slot_mapping = slots.data();
+    batch.logits_rows = rows;
+    std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
+    model_.forward(batch, kv_, ws_, pool_, logits.data());
+    num_cached_ = seq_len;
+    return logits;
+  }
+
+  int32_t num_cached() const { return num_cached_; }
+
+ private:
+  const LlamaModel& model_;
+  int32_t block_size_;
+  ThreadPool pool_;
+  KvStorage kv_;
+  ForwardWorkspace ws_;
+  std::vector<int32_t> blocks_;
+  int32_t num_cached_ = 0;
+};
+
+inline int32_t argmax(const std::vector<float>& v) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < static_cast<int32_t>(v.size()); ++i) {
+    if (v[i] > v[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace tessera::testing
