@@ -1,0 +1,55 @@
+// The one matmul of the engine: y = x · Wᵀ for a GGUF weight tensor W of any supported type.
+//
+// Fast path (matmul): activations are quantized on the fly to 8-bit blocks (per 32 for the
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 weights, per 256 with per-16 sums for the K-quants), then dotted with
+// integer instructions (AVX-512 VNNI, AVX2 maddubs, or scalar); F32/F16/BF16 weights use float
+// FMAs. Output rows are split across the pool's threads.
+//
+// Invariant (batch invariance, see kernels/README.md): y[i][r] is a fixed function of x[i] and
+// W[r] alone: the same bits whatever m, whatever the other rows of x, whatever the thread count and
+// whatever the ISA. Each output element is reduced in one canonical order (matmul_canon.h) that the
+// scalar twin matmul_ref follows too, so fast and ref agree bit for bit.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "util/dtype.h"
+#include "util/thread_pool.h"
+
+namespace tessera::kernels {
+
+// One GGUF weight tensor [rows][cols] (GGUF ne0 = cols), read-only, a view of memory the caller
+// keeps alive (usually the model's mmap).
+class WeightMatrix {
+ public:
+  WeightMatrix() = default;
+  // cols must be a multiple of the type's block size and the type supported (checked).
+  static WeightMatrix view(DType type, const void* data, int64_t rows, int64_t cols);
+
+  DType type() const { return type_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  size_t row_bytes() const { return row_bytes_; }
+  const uint8_t* data() const { return data_; }
+  const uint8_t* row(int64_t r) const { return data_ + static_cast<size_t>(r) * row_bytes_; }
+  // Bytes one full pass streams (for GB/s).
+  size_t bytes() const { return row_bytes_ * static_cast<size_t>(rows_); }
+  // dst: [cols] (embedding lookup).
+  void dequantize_row(int64_t r, float* dst) const;
+
+ private:
+  DType type_ = DType::F32;
+  const uint8_t* data_ = nullptr;  // rows x row_bytes_
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  size_t row_bytes_ = 0;           // dtype_row_bytes(type_, cols_)
+};
+
+// y[i][r] = sum_c x[i][c] * W[r][c];  x: [m][cols] f32 row-major; y: [m][rows] f32.
+// Scratch for the quantized activations is a per-calling-thread buffer that only grows: no
+// allocation per call in steady state.
+void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool);
+// The scalar twin: same activation quantization, same reduction order, one thread.
+void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y);
+
+}  // namespace tessera::kernels
