@@ -1,0 +1,37 @@
+#include "kv/block_hash.h"
+
+#define XXH_STATIC_LINKING_ONLY  // exposes XXH3_state_t so the state can live on the stack
+#include <xxhash.h>
+
+#include "util/check.h"
+
+namespace tessera::kv {
+
+BlockHash hash_block_tokens(BlockHash parent_hash, std::span<const int32_t> tokens,
+                            uint64_t extra_key) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &parent_hash, sizeof(parent_hash));
+  XXH3_64bits_update(&state, tokens.data(), tokens.size_bytes());
+  XXH3_64bits_update(&state, &extra_key, sizeof(extra_key));
+  return XXH3_64bits_digest(&state);
+}
+
+uint64_t hash_cache_salt(std::string_view salt) {
+  if (salt.empty()) return 0;
+  return XXH3_64bits(salt.data(), salt.size()) | 1;  // never 0, which means "no salt"
+}
+
+void extend_block_hashes(std::vector<BlockHash>& hashes, std::span<const int32_t> token_ids,
+                         int32_t block_size, uint64_t extra_key) {
+  TESSERA_CHECK(block_size > 0, "block_size {}", block_size);
+  const size_t num_full = token_ids.size() / static_cast<size_t>(block_size);
+  while (hashes.size() < num_full) {
+    const size_t index = hashes.size();
+    const BlockHash parent = index == 0 ? kRootBlockHash : hashes[index - 1];
+    hashes.push_back(hash_block_tokens(parent, token_ids.subspan(index * block_size, block_size),
+                                       index == 0 ? extra_key : 0));
+  }
+}
+
+}  // namespace tessera::kv

@@ -1,0 +1,34 @@
+// Prefix-cache block hashes. A full block of `block_size` token ids is named by a 64-bit chained
+// hash: hash(parent block's hash, the block's token ids, extra key). The extra key (a hash of the
+// request's cache salt, 0 when none) is mixed into the first block only; every later block inherits
+// it through the chain, so two tenants with different salts never share a block.
+// Invariants: only full blocks have a hash; hashes of a token sequence are computed incrementally
+// (appending tokens never changes an existing hash); the hash is only a lookup key, the pool
+// confirms every hit by comparing token ids (see block_pool.h), so a collision cannot return
+// another prefix's KV.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace tessera::kv {
+
+using BlockHash = uint64_t;
+
+// Parent hash of a sequence's first block.
+inline constexpr BlockHash kRootBlockHash = 0x7e55e7a0c0ffee01ULL;
+
+// Hash of one full block: tokens.size() must equal the block size.
+BlockHash hash_block_tokens(BlockHash parent_hash, std::span<const int32_t> tokens,
+                            uint64_t extra_key);
+
+// Extra key for a cache salt; 0 for the empty salt (no isolation).
+uint64_t hash_cache_salt(std::string_view salt);
+
+// Appends to `hashes` the hashes of every block of `token_ids` that is full and not yet hashed
+// (hashes.size() blocks are already hashed). Call after each append of tokens.
+void extend_block_hashes(std::vector<BlockHash>& hashes, std::span<const int32_t> token_ids,
+                         int32_t block_size, uint64_t extra_key);
+
+}  // namespace tessera::kv

@@ -1,0 +1,126 @@
+// KvCacheManager: the scheduler's only entry into the KV cache. It keeps one block table per
+// sequence (append-only: blocks are added at the end, removed only from the end by truncate/free)
+// and decides allocation, prefix-cache hits, forks and copy-on-write; the KV data itself is moved by
+// the runner's storage, which performs the `cow_copies` it is handed before the forward.
+//
+// Slot layout of one sequence, block_size = 4, 10 tokens known, 6 computed, 3 scheduled now:
+//
+//   position  0 1 2 3 | 4 5 6 7 | 8 9 . .
+//   table     [  b7   |   b2    |   b5   ]    prefix-hit blocks, then blocks allocated on demand
+//             <-computed---><new-->            allocate_slots(seq, 6, 3) covers positions [0, 9)
+//
+// Contracts:
+//  * allocate_slots allocates a block only when a new token slot needs one (waste < block_size
+//    slots per sequence), and answers nullopt ("not now": preempt someone, retry) changing nothing.
+//  * A block written by this step and shared (ref_cnt > 1, after a fork) is first replaced by a
+//    private copy: the pair (src, dst) is returned in cow_copies.
+//  * Only computed, non-draft, full blocks enter the prefix cache (cache_blocks); a hit is capped at
+//    num_tokens - 1 so the last prompt token is always computed (its logits are needed).
+//  * free releases blocks tail first, so the tail of a chain is evicted first.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_pool.h"
+
+namespace tessera::kv {
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;             // blocks in the pool, the null block included
+  int32_t block_size = 16;            // token slots per block
+  bool enable_prefix_caching = true;  // automatic prefix caching on/off
+};
+
+// A read-only view of a sequence's tokens, taken from the scheduler's Request.
+struct SeqTokens {
+  int64_t seq_id = 0;                        // sequence id (key of the block table)
+  std::span<const int32_t> token_ids;        // [num_tokens] prompt + output, no draft tokens
+  std::span<const BlockHash> block_hashes;   // [num_tokens / block_size] chained hashes
+  uint64_t extra_key = 0;                    // cache-salt key (hash_cache_salt), 0 = none
+};
+
+struct PrefixHit {
+  std::vector<int32_t> block_ids;  // [num_tokens / block_size] cached blocks, chain order
+  int32_t num_tokens = 0;          // tokens covered by block_ids (a multiple of block_size)
+  int32_t num_query_tokens = 0;    // tokens of the request that looked (for hit-rate counters)
+};
+
+struct CowCopy {
+  int32_t src_block = 0;  // shared block to read from
+  int32_t dst_block = 0;  // private copy, now in the writer's table at the same index
+};
+
+struct SlotAllocation {
+  std::vector<int32_t> new_block_ids;  // blocks appended to the table (prefix hits excluded)
+  std::vector<CowCopy> cow_copies;     // copies the runner performs before the forward
+};
+
+struct KvCacheStats {
+  int32_t num_blocks_total = 0;      // usable blocks (null block excluded)
+  int32_t num_blocks_free = 0;       // ref_cnt 0, not cached
+  int32_t num_blocks_cached = 0;     // ref_cnt 0, cached (evictable)
+  int32_t num_blocks_used = 0;       // held by at least one sequence
+  double usage = 0.0;                // num_blocks_used / num_blocks_total
+  int64_t prefix_query_tokens = 0;   // prompt tokens looked up in the prefix cache
+  int64_t prefix_hit_tokens = 0;     // of those, found cached
+  int64_t num_evictions = 0;         // cached blocks reused for new data
+  int64_t num_cow_copies = 0;        // copy-on-write block copies ordered
+  int64_t num_hash_collisions = 0;   // hash matches rejected by the token comparison
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  int32_t block_size() const { return pool_.block_size(); }
+  int32_t num_usable_blocks() const { return pool_.num_blocks() - 1; }
+  int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
+  int32_t num_blocks_for_tokens(int64_t num_tokens) const;  // ceil(num_tokens / block_size)
+  const BlockPool& pool() const { return pool_; }
+
+  // Longest verified chain of cached blocks for a new sequence, at most num_tokens - 1 tokens.
+  // No side effects: pass the result to allocate_slots, which takes the blocks.
+  PrefixHit get_computed_blocks(const SeqTokens& seq) const;
+
+  // Makes positions [0, num_computed_tokens + num_new_tokens) addressable. For a sequence's first
+  // allocation pass its prefix hit (possibly empty); num_computed_tokens must then equal
+  // hit->num_tokens. nullopt when the free blocks do not suffice; nothing changes then.
+  std::optional<SlotAllocation> allocate_slots(int64_t seq_id, int32_t num_computed_tokens,
+                                               int32_t num_new_tokens,
+                                               const PrefixHit* prefix_hit = nullptr);
+  // Enters the sequence's full blocks within its first num_computed_tokens tokens into the cache.
+  void cache_blocks(const SeqTokens& seq, int32_t num_computed_tokens);
+  // The child shares every block of the parent (ref counts); writes then copy on demand.
+  void fork(int64_t parent_id, int64_t child_id);
+  // Keeps the blocks covering the first num_tokens positions, frees the rest (rejected drafts).
+  void truncate(int64_t seq_id, int32_t num_tokens);
+  // Frees every block of the sequence, tail first; a no-op for an unknown id.
+  void free(int64_t seq_id);
+  // Drops all cached hashes; false while any sequence holds blocks.
+  bool reset_prefix_cache() { return pool_.reset_prefix_cache(); }
+
+  bool contains(int64_t seq_id) const { return tables_.count(seq_id) != 0; }
+  std::span<const int32_t> block_table(int64_t seq_id) const;  // empty for an unknown id
+  int32_t num_sequences() const { return static_cast<int32_t>(tables_.size()); }
+
+  KvCacheStats stats() const;
+  // Pool invariants plus: each block's ref_cnt equals the number of tables holding it.
+  void check_integrity() const;
+
+ private:
+  struct SeqState {
+    std::vector<int32_t> block_ids;  // the block table
+    int32_t num_cached_blocks = 0;   // leading blocks already offered to the prefix cache
+  };
+
+  BlockPool pool_;
+  std::unordered_map<int64_t, SeqState> tables_;  // seq id -> state
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
+  int64_t num_cow_copies_ = 0;
+};
+
+}  // namespace tessera::kv
