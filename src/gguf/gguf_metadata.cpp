@@ -109,8 +109,11 @@ Result<std::vector<int64_t>> GgufFile::get_int_array(std::string_view key) const
   return array_of<int64_t>(*this, key, "an array of integers",
                            [](const Value& item) -> std::optional<int64_t> {
                              if (const auto* i = std::get_if<int64_t>(&item.data)) return *i;
-                             if (const auto* u = std::get_if<uint64_t>(&item.data)) return static_cast<int64_t>(*u);
-                             return std::nullopt;
+                             if (const auto* u = std::get_if<uint64_t>(&item.data);
+                                 u && *u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+                               return static_cast<int64_t>(*u);
+                             }
+                             return std::nullopt;  // a uint64 above INT64_MAX does not fit
                            });
 }
 

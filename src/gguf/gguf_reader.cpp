@@ -52,6 +52,19 @@ class Parser {
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
 
+  // Checks that `count` items of at least `min_item_bytes` each fit in what is left. A count that
+  // could not fit even in the whole file is "absurd"; one that only overruns the end is "truncated".
+  Status check_count(uint64_t count, size_t min_item_bytes, std::string_view what) const {
+    if (count <= remaining() / min_item_bytes) return ok_status();
+    if (count > size_ / min_item_bytes) {
+      return make_error(ErrorCode::kCorruptFile, "absurd {} {} at offset {} for a {}-byte file", what,
+                        count, pos_, size_);
+    }
+    return make_error(ErrorCode::kCorruptFile,
+                      "truncated file: {} {} at offset {} need at least {} bytes, only {} left", what,
+                      count, pos_, count * min_item_bytes, remaining());
+  }
+
   Status read_bytes(void* out, size_t n, std::string_view what) {
     if (n > remaining()) {
       return make_error(ErrorCode::kCorruptFile,
@@ -73,11 +86,11 @@ class Parser {
   Result<std::string> read_string(std::string_view what) {
     auto len = read<uint64_t>(what);
     if (!len) return len.error();
-    if (*len > kMaxStringBytes || *len > remaining()) {
-      return make_error(ErrorCode::kCorruptFile,
-                        "{}: string length {} at offset {} exceeds the {} bytes left in the file",
-                        what, *len, pos_ - 8, remaining());
+    if (*len > kMaxStringBytes) {
+      return make_error(ErrorCode::kCorruptFile, "{}: absurd string length {} at offset {}", what, *len,
+                        pos_ - 8);
     }
+    if (auto s = check_count(*len, 1, "string length"); !s) return s.error().with_context(std::string(what));
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(*len));
     pos_ += static_cast<size_t>(*len);
     return s;
@@ -126,10 +139,8 @@ class Parser {
         auto count = read<uint64_t>(key);
         if (!count) return count.error();
         const auto elem_type = static_cast<ValueType>(*elem);
-        if (*count > remaining() / min_encoded_size(elem_type)) {
-          return make_error(ErrorCode::kCorruptFile,
-                            "key '{}': array of {} {} elements cannot fit in the {} bytes left", key,
-                            *count, value_type_name(elem_type), remaining());
+        if (auto s = check_array_length(*count, elem_type); !s) {
+          return s.error().with_context(fmt::format("key '{}'", key));
         }
         ArrayValue array;
         array.element_type = elem_type;
@@ -148,6 +159,11 @@ class Parser {
   }
 
  private:
+  Status check_array_length(uint64_t count, ValueType elem_type) const {
+    return check_count(count, min_encoded_size(elem_type),
+                       fmt::format("array length (of {})", value_type_name(elem_type)));
+  }
+
   template <typename Stored, typename Held>
   Result<Value> scalar(Value& v, std::string_view key) {
     auto x = read<Stored>(key);
@@ -174,17 +190,20 @@ Result<GgufFile> GgufFile::parse(MappedFile mapped) {
   g.file_ = std::move(mapped);
   Parser p(g.file_);
 
-  char magic[4];
-  if (g.file_.size() < 4 + 4 + 8 + 8) {
-    return make_error(ErrorCode::kCorruptFile, "not a GGUF file: {} bytes is shorter than the header",
-                      g.file_.size());
-  }
-  TESSERA_TRY(p.read_bytes(magic, 4, "magic"));
-  if (std::memcmp(magic, "GGUF", 4) != 0) {
+  // Bad magic first (even in a short file), then a header cut short.
+  char magic[4] = {0, 0, 0, 0};
+  const size_t num_magic = std::min<size_t>(4, g.file_.size());
+  if (num_magic > 0) std::memcpy(magic, g.file_.data(), num_magic);  // data() is null when empty
+  if (std::memcmp(magic, "GGUF", num_magic) != 0) {
     return make_error(ErrorCode::kCorruptFile, "not a GGUF file: bad magic {:02x}{:02x}{:02x}{:02x}",
                       static_cast<uint8_t>(magic[0]), static_cast<uint8_t>(magic[1]),
                       static_cast<uint8_t>(magic[2]), static_cast<uint8_t>(magic[3]));
   }
+  if (g.file_.size() < 4 + 4 + 8 + 8) {
+    return make_error(ErrorCode::kCorruptFile,
+                      "truncated file: {} bytes is shorter than the 24-byte GGUF header", g.file_.size());
+  }
+  TESSERA_TRY(p.read_bytes(magic, 4, "magic"));
   g.version_ = p.read<uint32_t>("version").value();
   if (g.version_ != 2 && g.version_ != 3) {
     return make_error(ErrorCode::kUnsupported, "GGUF version {} is not supported (2 and 3 are)",
@@ -193,14 +212,8 @@ Result<GgufFile> GgufFile::parse(MappedFile mapped) {
   const uint64_t tensor_count = p.read<uint64_t>("tensor count").value();
   const uint64_t kv_count = p.read<uint64_t>("metadata count").value();
   // Each kv needs at least a key length, a type and 1 byte; each tensor at least 8+4+8+4+8 bytes.
-  if (kv_count > p.remaining() / (8 + 4 + 1)) {
-    return make_error(ErrorCode::kCorruptFile, "absurd metadata count {} for a {}-byte file", kv_count,
-                      g.file_.size());
-  }
-  if (tensor_count > p.remaining() / (8 + 4 + 8 + 4 + 8)) {
-    return make_error(ErrorCode::kCorruptFile, "absurd tensor count {} for a {}-byte file",
-                      tensor_count, g.file_.size());
-  }
+  TESSERA_TRY(p.check_count(kv_count, 8 + 4 + 1, "metadata count"));
+  TESSERA_TRY(p.check_count(tensor_count, 8 + 4 + 8 + 4 + 8, "tensor count"));
 
   for (uint64_t i = 0; i < kv_count; ++i) {
     auto key = p.read_string("metadata key");
