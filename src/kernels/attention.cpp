@@ -1,0 +1,390 @@
+// The flash attention driver: work units, scheduling and the fold across partitions, over the
+// per-ISA tile kernels of attention_internal.h. Also the workspace.
+//
+// A query row at position p attends to keys [0, p], cut into partitions of kPartitionKeys keys:
+//
+//   keys:  |<- partition 0 ->|<- partition 1 ->| ... |<- partition k (p inside) ->|
+//          |tile|tile|tile|tile|tile|tile|        ...  |tile|tile .. p]            |
+//
+// Each partition yields a partial state (acc, m, l) by online softmax over its tiles; partials are
+// folded in ascending order. Two schedules compute exactly these steps for every row:
+// - split (decode, short chunks: q_len fits one query tile): one unit per (sequence, KV head,
+//   partition) writes its partials to the workspace, then a second pass folds them per row
+//   (flash-decoding: a long context uses every core);
+// - tiled (prefill): one unit per (sequence, KV head, query tile) walks the partitions itself and
+//   folds each one as soon as it is done (O(1) scratch per thread).
+// The rows of a unit are the query tile's tokens x the query heads of one KV head group, so each
+// K/V tile is loaded once for the whole GQA group.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention.h"
+#include "kernels/attention_internal.h"
+#include "util/check.h"
+#include "util/cpu_features.h"
+
+namespace tessera::kernels {
+namespace {
+
+using attn_detail::state_stride;
+using attn_detail::TileKernels;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One call's constants.
+struct Call {
+  const KvLayer& kv;
+  const AttnMetadata& md;
+  const float* q;            // [num_tokens][num_heads][head_dim]
+  float* out;                // same shape
+  int32_t num_heads;
+  int32_t group;             // query heads per KV head
+  int32_t head_dim;
+  int32_t tile_tokens;       // query tokens per tile (tiled schedule)
+  float scale;
+  const TileKernels& tk;
+};
+
+// One sequence of the batch, as the units see it.
+struct SeqView {
+  int32_t q_begin;     // first query row in the batch
+  int32_t q_len;       // query rows
+  int32_t first_pos;   // position of its first query row
+  const int32_t* blocks;
+  bool split;
+  int32_t num_parts;   // partitions of its last row
+  int32_t num_tiles;   // query tiles (tiled schedule)
+};
+
+SeqView seq_view(const Call& c, int32_t s) {
+  SeqView v;
+  const AttnMetadata& md = c.md;
+  v.q_begin = md.query_start_loc[s];
+  v.q_len = md.query_start_loc[s + 1] - v.q_begin;
+  v.first_pos = md.seq_lens[s] - v.q_len;
+  v.blocks = md.block_table_indices + md.block_table_indptr[s];
+  v.split = v.q_len <= c.tile_tokens;
+  v.num_parts = (md.seq_lens[s] + kPartitionKeys - 1) / kPartitionKeys;
+  v.num_tiles = (v.q_len + c.tile_tokens - 1) / c.tile_tokens;
+  return v;
+}
+
+// The fold and the final division: one copy of each, used by both schedules (same bits).
+[[gnu::noinline]] void fold_state(float* total, const float* part, int32_t head_dim) {
+  const float m_total = total[head_dim];
+  const float m_part = part[head_dim];
+  const float m = std::max(m_total, m_part);
+  const float a = std::exp(m_total - m);
+  const float b = std::exp(m_part - m);
+  for (int32_t d = 0; d < head_dim; ++d) total[d] = total[d] * a + part[d] * b;
+  total[head_dim + 1] = total[head_dim + 1] * a + part[head_dim + 1] * b;
+  total[head_dim] = m;
+}
+
+[[gnu::noinline]] void finish_row(const float* state, int32_t head_dim, float* out) {
+  const float inv = 1.0f / state[head_dim + 1];
+  for (int32_t d = 0; d < head_dim; ++d) out[d] = state[d] * inv;
+}
+
+// Online softmax of partition `part_index` for the unit's rows: rows[r] = query token
+// (first_token + r / group) x head (kv_head * group + r % group), in ascending position, so the
+// rows that reach a key form a suffix. Rows with position >= the partition start get a fresh
+// partition state in sc.part. Returns the first such row.
+int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first_token,
+                      int32_t num_rows, int32_t part_index, AttnWorkspace::ThreadScratch& sc) {
+  const int32_t hd = c.head_dim;
+  const int32_t stride = state_stride(hd);
+  const int32_t key_lo = part_index * kPartitionKeys;
+  const int32_t last_pos = sv.first_pos + first_token + (num_rows - 1) / c.group;
+  const int32_t key_hi = std::min(key_lo + kPartitionKeys, last_pos + 1);
+  auto row_pos = [&](int32_t r) { return sv.first_pos + first_token + r / c.group; };
+  auto first_row_reaching = [&](int32_t key) {
+    const int32_t token = std::max(0, key - sv.first_pos - first_token);
+    return std::min(num_rows, token * c.group);
+  };
+  const int32_t r_begin = first_row_reaching(key_lo);
+  for (int32_t r = r_begin; r < num_rows; ++r) {
+    float* st = sc.part.data() + int64_t{r} * stride;
+    std::fill(st, st + hd, 0.0f);
+    st[hd] = kNegInf;
+    st[hd + 1] = 0.0f;
+  }
+  for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
+    const int32_t n = std::min(kTileKeys, key_hi - tile);
+    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, sc.kt.data(), sc.vt.data(), sc.v_rows.data());
+    const int32_t r0 = first_row_reaching(tile);
+    c.tk.scores(sc.q_rows.data() + r0, num_rows - r0, sc.kt.data(), hd, c.scale, sc.scores.data());
+    for (int32_t r = r0; r < num_rows; ++r) {
+      const int32_t n_row = std::min(n, row_pos(r) + 1 - tile);
+      c.tk.update(sc.scores.data() + int64_t{r - r0} * kTileKeys, n_row, sc.v_rows.data(), hd,
+                  sc.part.data() + int64_t{r} * stride);
+    }
+  }
+  return r_begin;
+}
+
+void set_q_rows(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first_token,
+                int32_t num_rows, AttnWorkspace::ThreadScratch& sc) {
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t token = sv.q_begin + first_token + r / c.group;
+    const int64_t head = int64_t{kv_head} * c.group + r % c.group;
+    sc.q_rows[r] = c.q + (token * c.num_heads + head) * c.head_dim;
+  }
+}
+
+// Split schedule, phase 1: partials of one partition for all rows of the sequence.
+void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t kv_head,
+                    int32_t part_index, AttnWorkspace::ThreadScratch& sc) {
+  const int32_t num_rows = sv.q_len * c.group;
+  const int32_t stride = state_stride(c.head_dim);
+  set_q_rows(c, sv, kv_head, 0, num_rows, sc);
+  const int32_t r_begin = run_partition(c, sv, kv_head, 0, num_rows, part_index, sc);
+  for (int32_t r = r_begin; r < num_rows; ++r) {
+    const int64_t token = r / c.group;
+    const int64_t head = int64_t{kv_head} * c.group + r % c.group;
+    float* dst = partials + ((token * c.num_heads + head) * sv.num_parts + part_index) * stride;
+    std::memcpy(dst, sc.part.data() + int64_t{r} * stride, sizeof(float) * stride);
+  }
+}
+
+// Split schedule, phase 2: fold the partials of one (token, head) in ascending order.
+void finish_split_row(const Call& c, const SeqView& sv, const float* partials, int32_t token,
+                      int32_t head, float* total) {
+  const int32_t stride = state_stride(c.head_dim);
+  const int32_t num_parts_row = (sv.first_pos + token) / kPartitionKeys + 1;
+  const float* base = partials + (int64_t{token} * c.num_heads + head) * sv.num_parts * stride;
+  std::memcpy(total, base, sizeof(float) * stride);
+  for (int32_t k = 1; k < num_parts_row; ++k) fold_state(total, base + int64_t{k} * stride, c.head_dim);
+  finish_row(total, c.head_dim,
+             c.out + ((int64_t{sv.q_begin} + token) * c.num_heads + head) * c.head_dim);
+}
+
+// Tiled schedule: one query tile of one KV head group over all its partitions.
+void run_tiled_unit(const Call& c, const SeqView& sv, int32_t kv_head, int32_t tile,
+                    AttnWorkspace::ThreadScratch& sc) {
+  const int32_t first_token = tile * c.tile_tokens;
+  const int32_t num_tokens = std::min(c.tile_tokens, sv.q_len - first_token);
+  const int32_t num_rows = num_tokens * c.group;
+  const int32_t stride = state_stride(c.head_dim);
+  set_q_rows(c, sv, kv_head, first_token, num_rows, sc);
+  const int32_t last_pos = sv.first_pos + first_token + num_tokens - 1;
+  for (int32_t k = 0; k <= last_pos / kPartitionKeys; ++k) {
+    const int32_t r_begin = run_partition(c, sv, kv_head, first_token, num_rows, k, sc);
+    for (int32_t r = r_begin; r < num_rows; ++r) {
+      float* total = sc.total.data() + int64_t{r} * stride;
+      const float* part = sc.part.data() + int64_t{r} * stride;
+      if (k == 0) {
+        std::memcpy(total, part, sizeof(float) * stride);
+      } else {
+        fold_state(total, part, c.head_dim);
+      }
+    }
+  }
+  for (int32_t r = 0; r < num_rows; ++r) {
+    const int64_t token = sv.q_begin + first_token + r / c.group;
+    const int64_t head = int64_t{kv_head} * c.group + r % c.group;
+    finish_row(sc.total.data() + int64_t{r} * stride, c.head_dim,
+               c.out + (token * c.num_heads + head) * c.head_dim);
+  }
+}
+
+void validate(const KvLayer& kv, const AttnMetadata& md, int32_t num_heads) {
+  TESSERA_CHECK(kv.num_kv_heads > 0 && num_heads % kv.num_kv_heads == 0,
+                "num_heads {} not a multiple of num_kv_heads {}", num_heads, kv.num_kv_heads);
+  TESSERA_CHECK(kv.head_dim > 0 && kv.block_size > 0, "bad KV layer shape");
+  TESSERA_CHECK(md.num_seqs == 0 || md.query_start_loc[md.num_seqs] == md.num_tokens,
+                "query_start_loc[num_seqs] {} != num_tokens {}",
+                md.num_seqs ? md.query_start_loc[md.num_seqs] : 0, md.num_tokens);
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    const int32_t q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+    const int32_t num_blocks = md.block_table_indptr[s + 1] - md.block_table_indptr[s];
+    TESSERA_CHECK(q_len >= 0 && q_len <= md.seq_lens[s], "seq {}: q_len {} > seq_len {}", s, q_len,
+                  md.seq_lens[s]);
+    TESSERA_CHECK(int64_t{num_blocks} * kv.block_size >= md.seq_lens[s],
+                  "seq {}: {} blocks cannot hold {} tokens", s, num_blocks, md.seq_lens[s]);
+  }
+}
+
+void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_t num_heads,
+               float scale, float* out, ThreadPool& pool, AttnWorkspace& ws, const TileKernels& tk) {
+  validate(kv, md, num_heads);
+  const int32_t group = num_heads / kv.num_kv_heads;
+  const int32_t tile_tokens = std::max<int32_t>(1, kRowsPerTile / group);
+  const Call c{kv, md, q, out, num_heads, group, kv.head_dim, tile_tokens, scale, tk};
+  const int32_t stride = state_stride(kv.head_dim);
+  const int num_threads = pool.num_threads();
+  ws.ensure_threads(num_threads, kv.head_dim, tile_tokens * group);
+  ws.ensure_seqs(md.num_seqs, md.num_tokens);
+
+  // Units and partial offsets per sequence.
+  int64_t num_units = 0;
+  size_t num_partial_floats = 0;
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    const SeqView sv = seq_view(c, s);
+    ws.unit_offset[s] = num_units;
+    ws.partial_offset[s] = static_cast<int64_t>(num_partial_floats);
+    if (sv.q_len == 0) continue;
+    num_units += int64_t{kv.num_kv_heads} * (sv.split ? sv.num_parts : sv.num_tiles);
+    if (sv.split) {
+      num_partial_floats += size_t(sv.q_len) * num_heads * sv.num_parts * stride;
+    }
+    for (int32_t t = 0; t < sv.q_len; ++t) ws.token_seq[sv.q_begin + t] = s;
+  }
+  ws.unit_offset[md.num_seqs] = num_units;
+  float* partials = ws.ensure_partials(num_partial_floats);
+  const size_t per_thread = sizeof(float) * (size_t(kv.head_dim) * kTileKeys * 2 +
+                                             size_t(tile_tokens) * group * (kTileKeys + 2 * stride)) +
+                            sizeof(float*) * (kTileKeys + size_t(tile_tokens) * group);
+  ws.note_flash(per_thread * num_threads + num_partial_floats * sizeof(float) +
+                sizeof(int64_t) * 2 * (md.num_seqs + 1) + sizeof(int32_t) * md.num_tokens);
+
+  std::atomic<int64_t> next_unit{0};
+  pool.run([&](int thread_index, int) {
+    AttnWorkspace::ThreadScratch& sc = ws.threads[thread_index];
+    for (int64_t u = next_unit.fetch_add(1); u < num_units; u = next_unit.fetch_add(1)) {
+      const int64_t* it = std::upper_bound(ws.unit_offset.data(), ws.unit_offset.data() + md.num_seqs + 1, u);
+      const int32_t s = static_cast<int32_t>(it - ws.unit_offset.data()) - 1;
+      const SeqView sv = seq_view(c, s);
+      const int64_t local = u - ws.unit_offset[s];
+      const int32_t per_head = sv.split ? sv.num_parts : sv.num_tiles;
+      const int32_t kv_head = static_cast<int32_t>(local / per_head);
+      const int32_t index = static_cast<int32_t>(local % per_head);
+      if (sv.split) {
+        run_split_unit(c, sv, partials + ws.partial_offset[s], kv_head, index, sc);
+      } else {
+        run_tiled_unit(c, sv, kv_head, per_head - 1 - index, sc);  // costliest tiles first
+      }
+    }
+  });
+  if (num_partial_floats == 0) return;
+  // Phase 2: fold each split row's partials (items = token x head, in chunks of 16).
+  const int64_t num_items = int64_t{md.num_tokens} * num_heads;
+  std::atomic<int64_t> next_item{0};
+  pool.run([&](int thread_index, int) {
+    float* total = ws.threads[thread_index].total.data();
+    for (int64_t begin = next_item.fetch_add(16); begin < num_items; begin = next_item.fetch_add(16)) {
+      for (int64_t i = begin; i < std::min(num_items, begin + 16); ++i) {
+        const int32_t token = static_cast<int32_t>(i / num_heads);
+        const int32_t head = static_cast<int32_t>(i % num_heads);
+        const int32_t s = ws.token_seq[token];
+        const SeqView sv = seq_view(c, s);
+        if (!sv.split) continue;
+        finish_split_row(c, sv, partials + ws.partial_offset[s], token - sv.q_begin, head, total);
+      }
+    }
+  });
+}
+
+const TileKernels& pick_kernels(int32_t head_dim) {
+  const IsaLevel level = isa_level();
+  if (level >= IsaLevel::kAvx512) {
+    if (const TileKernels* t = attn_detail::tile_kernels_avx512(head_dim)) return *t;
+  }
+  if (level >= IsaLevel::kAvx2) {
+    if (const TileKernels* t = attn_detail::tile_kernels_avx2(head_dim)) return *t;
+  }
+  return attn_detail::tile_kernels_ref();
+}
+
+}  // namespace
+
+#if defined(TESSERA_FORCE_SCALAR)
+namespace attn_detail {
+const TileKernels* tile_kernels_avx2(int32_t) { return nullptr; }
+const TileKernels* tile_kernels_avx512(int32_t) { return nullptr; }
+}  // namespace attn_detail
+#endif
+
+void paged_attention(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_t num_heads,
+                     float scale, float* out, ThreadPool& pool, AttnWorkspace& ws) {
+  run_flash(kv, md, q, num_heads, scale, out, pool, ws, pick_kernels(kv.head_dim));
+}
+
+void paged_attention_ref(const KvLayer& kv, const AttnMetadata& md, const float* q,
+                         int32_t num_heads, float scale, float* out, ThreadPool& pool,
+                         AttnWorkspace& ws) {
+  run_flash(kv, md, q, num_heads, scale, out, pool, ws, attn_detail::tile_kernels_ref());
+}
+
+// ---- workspace ----
+
+void AttnWorkspace::grow(std::vector<float>& buf, size_t floats) {
+  if (buf.size() >= floats) return;
+  buf.resize(floats);
+  ++num_grows_;
+}
+
+void AttnWorkspace::ensure_threads(int num_threads, int32_t head_dim, int32_t rows) {
+  if (threads.size() < static_cast<size_t>(num_threads)) {
+    threads.resize(num_threads);
+    ++num_grows_;
+  }
+  const int32_t stride = state_stride(head_dim);
+  for (ThreadScratch& sc : threads) {
+    grow(sc.kt, size_t(head_dim) * kTileKeys);
+    grow(sc.vt, size_t(head_dim) * kTileKeys);
+    grow(sc.scores, size_t(rows) * kTileKeys);
+    grow(sc.part, size_t(rows) * stride);
+    // Also the per-row fold buffer of the split schedule's second phase (one row at a time).
+    grow(sc.total, size_t(std::max(rows, 1)) * stride);
+    if (sc.v_rows.size() < size_t(kTileKeys)) sc.v_rows.resize(kTileKeys);
+    if (sc.q_rows.size() < size_t(rows)) {
+      sc.q_rows.resize(rows);
+      ++num_grows_;
+    }
+  }
+}
+
+void AttnWorkspace::ensure_seqs(int32_t num_seqs, int32_t num_tokens) {
+  if (unit_offset.size() < size_t(num_seqs) + 1) {
+    unit_offset.resize(num_seqs + 1);
+    partial_offset.resize(num_seqs + 1);
+    ++num_grows_;
+  }
+  if (token_seq.size() < size_t(num_tokens)) {
+    token_seq.resize(num_tokens);
+    ++num_grows_;
+  }
+}
+
+float* AttnWorkspace::ensure_partials(size_t floats) {
+  grow(partials, floats);
+  return partials.data();
+}
+
+float* AttnWorkspace::ensure_naive(size_t floats) {
+  grow(naive_scores, floats);
+  return naive_scores.data();
+}
+
+void AttnWorkspace::reserve(const AttnLimits& lim) {
+  TESSERA_CHECK(lim.num_kv_heads > 0 && lim.num_heads % lim.num_kv_heads == 0, "bad head counts");
+  const int32_t group = lim.num_heads / lim.num_kv_heads;
+  const int32_t tile_tokens = std::max<int32_t>(1, kRowsPerTile / group);
+  ensure_threads(std::max(1, lim.num_threads), lim.head_dim, tile_tokens * group);
+  ensure_seqs(lim.max_seqs, lim.max_tokens);
+  // Split sequences (decode): one row per sequence, sum of contexts <= max_total_context.
+  // Chunks of several rows (speculation) grow the buffer on first use.
+  const int64_t total_context = lim.max_total_context > 0 ? lim.max_total_context : lim.max_context;
+  const int64_t parts = total_context / kPartitionKeys + std::max(1, lim.max_seqs);
+  ensure_partials(size_t(parts) * lim.num_heads * state_stride(lim.head_dim));
+  if (lim.naive) ensure_naive(size_t(lim.max_tokens) * lim.max_context);
+  num_grows_ = 0;
+}
+
+size_t AttnWorkspace::capacity_bytes() const {
+  size_t bytes = sizeof(float) * (partials.capacity() + naive_scores.capacity()) +
+                 sizeof(int64_t) * (unit_offset.capacity() + partial_offset.capacity()) +
+                 sizeof(int32_t) * token_seq.capacity();
+  for (const ThreadScratch& sc : threads) {
+    bytes += sizeof(float) * (sc.kt.capacity() + sc.vt.capacity() + sc.scores.capacity() +
+                              sc.part.capacity() + sc.total.capacity()) +
+             sizeof(float*) * (sc.v_rows.capacity() + sc.q_rows.capacity());
+  }
+  return bytes;
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,131 @@
+// Paged attention over a KV cache stored in fixed-size blocks: write_kv, a FlashAttention-style
+// tiled kernel with online softmax (prefill, chunked prefill, decode and speculative chunks all in
+// one batch), and its naive twin that materializes every score.
+//
+// Invariants:
+// - Batch invariance (kernels/README.md): the bits of one query row's output depend only on that
+//   row's q, its sequence's K/V rows [0, p], head_dim and the ISA path; never on the other rows of
+//   the chunk, the other sequences of the batch, the chunking of the prompt or the thread count.
+//   The flash kernel splits the key range of a row into fixed partitions of kPartitionKeys keys,
+//   each into fixed tiles of kTileKeys keys (both aligned to absolute positions), and folds the
+//   partitions' (max, sum, accumulator) in ascending order, whatever the scheduling.
+// - No allocation per call once the workspace has seen the largest step (reserve() up front).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "util/thread_pool.h"
+
+namespace tessera::kernels {
+
+enum class KvDType { kF32, kF16 };
+
+// One layer's paged K and V storage.
+struct KvLayer {
+  void* k = nullptr;       // [num_blocks][block_size][num_kv_heads][head_dim] of dtype
+  void* v = nullptr;       // same shape
+  KvDType dtype = KvDType::kF32;
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;    // tokens per block
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// CSR over the sequences of one batch, built once per step.
+struct AttnMetadata {
+  int32_t num_seqs = 0;
+  int32_t num_tokens = 0;                        // total query rows
+  const int32_t* query_start_loc = nullptr;      // [num_seqs + 1]: rows of seq s are [qsl[s], qsl[s+1])
+  const int32_t* seq_lens = nullptr;             // [num_seqs]: context length after this step (cached + new)
+  const int32_t* block_table_indptr = nullptr;   // [num_seqs + 1] into block_table_indices
+  const int32_t* block_table_indices = nullptr;  // block ids of each sequence, in order
+  const int64_t* slot_mapping = nullptr;         // [num_tokens]: block * block_size + offset; < 0 = skip
+};
+
+// Fixed tiling constants of the flash kernel (part of the numerics: changing them changes bits).
+inline constexpr int32_t kTileKeys = 64;         // keys per K/V tile
+inline constexpr int32_t kPartitionKeys = 256;   // keys per flash-decoding partition (multiple of kTileKeys)
+inline constexpr int32_t kRowsPerTile = 128;     // query rows x heads of one GQA group per work unit
+
+// Sizes the workspace once (all maxima, per step).
+struct AttnLimits {
+  int32_t max_tokens = 0;    // query rows per step
+  int32_t max_seqs = 0;      // sequences per step
+  int32_t max_context = 0;   // longest seq_len
+  int64_t max_total_context = 0;  // sum of seq_lens of the decoding sequences of a step (0: max_context)
+  int32_t num_heads = 0;     // query heads
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t num_threads = 1;   // threads of the pool that will run paged_attention
+  bool naive = false;        // also reserve the naive twin's score matrix (max_tokens x max_context)
+};
+
+// Preallocated scratch of both kernels. Buffers grow only when a call exceeds what was reserved
+// (counted in num_grows()); a reserved workspace never allocates. Not shared between threads
+// except through one paged_attention call (each pool thread owns its own slice).
+class AttnWorkspace {
+ public:
+  AttnWorkspace() = default;
+  explicit AttnWorkspace(const AttnLimits& limits) { reserve(limits); }
+
+  void reserve(const AttnLimits& limits);
+  // Largest number of scratch bytes any call has used so far (flash and naive tracked apart).
+  size_t peak_bytes_flash() const { return peak_flash_; }
+  size_t peak_bytes_naive() const { return peak_naive_; }
+  size_t capacity_bytes() const;
+  int64_t num_grows() const { return num_grows_; }
+  void reset_peaks() { peak_flash_ = peak_naive_ = 0; }
+
+  // --- internal (used by attention.cpp / attention_naive.cpp) ---
+  struct ThreadScratch {
+    std::vector<float> kt;        // [head_dim][kTileKeys]: one K tile, transposed
+    std::vector<float> vt;        // [kTileKeys][head_dim]: one V tile converted to f32 (f16 KV)
+    std::vector<const float*> v_rows;   // [kTileKeys]: V row of each key of the tile
+    std::vector<float> scores;    // [rows][kTileKeys]
+    std::vector<float> part;      // [rows][head_dim + 2]: partition state (acc, m, l)
+    std::vector<float> total;     // [rows][head_dim + 2]: folded state over partitions
+    std::vector<const float*> q_rows;   // [rows]
+  };
+  void ensure_threads(int num_threads, int32_t head_dim, int32_t rows);
+  void ensure_seqs(int32_t num_seqs, int32_t num_tokens);
+  float* ensure_partials(size_t floats);
+  float* ensure_naive(size_t floats);
+  void note_flash(size_t bytes) { peak_flash_ = bytes > peak_flash_ ? bytes : peak_flash_; }
+  void note_naive(size_t bytes) { peak_naive_ = bytes > peak_naive_ ? bytes : peak_naive_; }
+
+  std::vector<ThreadScratch> threads;   // [num_threads]
+  std::vector<int64_t> unit_offset;     // [num_seqs + 1]: first work unit of each sequence
+  std::vector<int64_t> partial_offset;  // [num_seqs]: first partial (float index) of split sequences
+  std::vector<int32_t> token_seq;       // [num_tokens]: sequence of each query row
+  std::vector<float> partials;          // split sequences: [rows][heads][partitions][head_dim + 2]
+  std::vector<float> naive_scores;      // [q_len][seq_len] of one head (naive twin)
+
+ private:
+  void grow(std::vector<float>& buf, size_t floats);
+  size_t peak_flash_ = 0;
+  size_t peak_naive_ = 0;
+  int64_t num_grows_ = 0;
+};
+
+// Writes each new token's K and V rows into its slot. k, v: [num_tokens][num_kv_heads * head_dim]
+// f32 (rounded to nearest-even f16 for an f16 cache). Slots < 0 are skipped (padding).
+void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v);
+
+// q, out: [num_tokens][num_heads][head_dim] f32. Query row j (0-based) of sequence s, which has
+// q_len = qsl[s+1]-qsl[s] rows, sits at position p = seq_lens[s] - q_len + j and attends causally
+// to positions [0, p] of that sequence's paged K/V (which already hold the new tokens: write_kv
+// runs first). GQA: query head h reads KV head h / (num_heads / num_kv_heads); MQA when
+// num_kv_heads = 1. Dispatches once on util isa_level().
+void paged_attention(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_t num_heads,
+                     float scale, float* out, ThreadPool& pool, AttnWorkspace& ws);
+// Same, scalar tile kernels (the flash algorithm's readable path; what TESSERA_FORCE_SCALAR runs).
+void paged_attention_ref(const KvLayer& kv, const AttnMetadata& md, const float* q,
+                         int32_t num_heads, float scale, float* out, ThreadPool& pool,
+                         AttnWorkspace& ws);
+// The naive twin: per sequence and head, the full [q_len][seq_len] score matrix, softmax, times V.
+// Single-threaded, O(q_len * seq_len) scratch.
+void paged_attention_naive(const KvLayer& kv, const AttnMetadata& md, const float* q,
+                           int32_t num_heads, float scale, float* out, AttnWorkspace& ws);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,117 @@
+// write_kv and the naive attention twin: per sequence and query head, the whole score matrix
+// S[i][j] = scale * q_i . k_j (j <= position of row i), a softmax per row, then S V. Readable,
+// single-threaded, O(q_len * seq_len) scratch: the oracle the flash kernel is tested against.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "util/check.h"
+#include "util/fp16.h"
+
+namespace tessera::kernels {
+namespace {
+
+// Key/value row `pos` of kv_head as f32 (converted into `tmp` for an f16 cache).
+const float* kv_row(const KvLayer& kv, const void* base, const int32_t* blocks, int32_t kv_head,
+                    int32_t pos, float* tmp) {
+  const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
+  const int64_t off = (slot * kv.num_kv_heads + kv_head) * kv.head_dim;
+  if (kv.dtype == KvDType::kF32) return static_cast<const float*>(base) + off;
+  const uint16_t* h = static_cast<const uint16_t*>(base) + off;
+  for (int32_t d = 0; d < kv.head_dim; ++d) tmp[d] = fp16_to_fp32(h[d]);
+  return tmp;
+}
+
+// Eight running sums, so the compiler may vectorize without reordering any one of them.
+float dot(const float* a, const float* b, int32_t n) {
+  float lanes[8] = {};
+  int32_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += a[d + l] * b[d + l];
+  }
+  for (; d < n; ++d) lanes[0] += a[d] * b[d];
+  float sum = 0.0f;
+  for (float x : lanes) sum += x;
+  return sum;
+}
+
+}  // namespace
+
+void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v) {
+  const int64_t row = int64_t{kv.num_kv_heads} * kv.head_dim;
+  const int64_t num_slots = int64_t{kv.num_blocks} * kv.block_size;
+  for (int32_t t = 0; t < md.num_tokens; ++t) {
+    const int64_t slot = md.slot_mapping[t];
+    if (slot < 0) continue;
+    TESSERA_CHECK(slot < num_slots, "slot {} out of {} slots", slot, num_slots);
+    const float* ks = k + t * row;
+    const float* vs = v + t * row;
+    if (kv.dtype == KvDType::kF32) {
+      std::copy(ks, ks + row, static_cast<float*>(kv.k) + slot * row);
+      std::copy(vs, vs + row, static_cast<float*>(kv.v) + slot * row);
+    } else {
+      uint16_t* kd = static_cast<uint16_t*>(kv.k) + slot * row;
+      uint16_t* vd = static_cast<uint16_t*>(kv.v) + slot * row;
+      for (int64_t i = 0; i < row; ++i) {
+        kd[i] = fp32_to_fp16(ks[i]);
+        vd[i] = fp32_to_fp16(vs[i]);
+      }
+    }
+  }
+}
+
+void paged_attention_naive(const KvLayer& kv, const AttnMetadata& md, const float* q,
+                           int32_t num_heads, float scale, float* out, AttnWorkspace& ws) {
+  TESSERA_CHECK(kv.num_kv_heads > 0 && num_heads % kv.num_kv_heads == 0, "bad head counts");
+  const int32_t hd = kv.head_dim;
+  const int32_t group = num_heads / kv.num_kv_heads;
+  float k_tmp[1024];
+  float v_tmp[1024];
+  TESSERA_CHECK(hd <= 1024, "head_dim {} too large", hd);
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    const int32_t q_begin = md.query_start_loc[s];
+    const int32_t q_len = md.query_start_loc[s + 1] - q_begin;
+    const int32_t seq_len = md.seq_lens[s];
+    const int32_t first_pos = seq_len - q_len;
+    const int32_t* blocks = md.block_table_indices + md.block_table_indptr[s];
+    if (q_len == 0) continue;
+    // scores: [q_len][seq_len], one head at a time.
+    float* scores = ws.ensure_naive(size_t(q_len) * seq_len);
+    ws.note_naive(sizeof(float) * size_t(q_len) * seq_len);
+    for (int32_t h = 0; h < num_heads; ++h) {
+      const int32_t kv_head = h / group;
+      // S = scale * Q K^T, causal.
+      for (int32_t i = 0; i < q_len; ++i) {
+        const float* qi = q + (int64_t{q_begin + i} * num_heads + h) * hd;
+        float* row = scores + int64_t{i} * seq_len;
+        for (int32_t j = 0; j <= first_pos + i; ++j) {
+          row[j] = scale * dot(qi, kv_row(kv, kv.k, blocks, kv_head, j, k_tmp), hd);
+        }
+      }
+      // softmax per row over its keys [0, first_pos + i].
+      for (int32_t i = 0; i < q_len; ++i) {
+        float* row = scores + int64_t{i} * seq_len;
+        const int32_t n = first_pos + i + 1;
+        const float m = *std::max_element(row, row + n);
+        float sum = 0.0f;
+        for (int32_t j = 0; j < n; ++j) {
+          row[j] = std::exp(row[j] - m);
+          sum += row[j];
+        }
+        for (int32_t j = 0; j < n; ++j) row[j] /= sum;
+      }
+      // O = P V.
+      for (int32_t i = 0; i < q_len; ++i) {
+        float* o = out + (int64_t{q_begin + i} * num_heads + h) * hd;
+        const float* row = scores + int64_t{i} * seq_len;
+        std::fill(o, o + hd, 0.0f);
+        for (int32_t j = 0; j <= first_pos + i; ++j) {
+          const float* vj = kv_row(kv, kv.v, blocks, kv_head, j, v_tmp);
+          for (int32_t d = 0; d < hd; ++d) o[d] += row[j] * vj[d];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,222 @@
+// AVX2 + FMA + F16C tile kernels of the flash attention (see attention_internal.h for the
+// contract). head_dim must be a multiple of 8 (other head sizes take the scalar kernels).
+// K tiles are transposed 8 keys x 8 dims at a time; scores are 2 rows x 32 keys of FMA chains over
+// d ascending; exp is a degree-7 polynomial after range reduction.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/attention_internal.h"
+
+namespace tessera::kernels::attn_detail {
+namespace {
+
+// e^x for x <= 0 (inputs below -87 give ~1e-38 instead of 0; callers mask unused lanes).
+inline __m256 exp256(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// All-ones in the first clamp(count, 0, 8) lanes.
+inline __m256 lanes_below(int32_t count) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), idx));
+}
+
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; ++g) {
+    u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+void load_tile_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
+                    int32_t n, float* kt, float* vt, const float** v_rows) {
+  const int32_t hd = kv.head_dim;
+  const bool f16 = kv.dtype == KvDType::kF16;
+  const void* k_rows[kTileKeys];
+  for (int32_t j = 0; j < n; ++j) {
+    const int32_t pos = key_begin + j;
+    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
+    const int64_t off = (slot * kv.num_kv_heads + kv_head) * hd;
+    if (!f16) {
+      k_rows[j] = static_cast<const float*>(kv.k) + off;
+      v_rows[j] = static_cast<const float*>(kv.v) + off;
+    } else {
+      k_rows[j] = static_cast<const uint16_t*>(kv.k) + off;
+      const uint16_t* v = static_cast<const uint16_t*>(kv.v) + off;
+      float* dst = vt + int64_t{j} * hd;
+      for (int32_t d = 0; d < hd; d += 8) {
+        _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + d))));
+      }
+      v_rows[j] = dst;
+    }
+  }
+  __m256 r[8];
+  for (int32_t j0 = 0; j0 < kTileKeys; j0 += 8) {
+    for (int32_t d0 = 0; d0 < hd; d0 += 8) {
+      for (int32_t i = 0; i < 8; ++i) {
+        const int32_t j = j0 + i;
+        if (j >= n) {
+          r[i] = _mm256_setzero_ps();
+        } else if (!f16) {
+          r[i] = _mm256_loadu_ps(static_cast<const float*>(k_rows[j]) + d0);
+        } else {
+          r[i] = _mm256_cvtph_ps(_mm_loadu_si128(
+              reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(k_rows[j]) + d0)));
+        }
+      }
+      transpose8(r);
+      for (int32_t c = 0; c < 8; ++c) _mm256_storeu_ps(kt + int64_t{d0 + c} * kTileKeys + j0, r[c]);
+    }
+  }
+}
+
+void scores_avx2(const float* const* q_rows, int32_t num_rows, const float* kt, int32_t head_dim,
+                 float scale, float* s) {
+  const __m256 vscale = _mm256_set1_ps(scale);
+  int32_t r = 0;
+  for (; r + 2 <= num_rows; r += 2) {
+    const float* q0 = q_rows[r];
+    const float* q1 = q_rows[r + 1];
+    for (int32_t half = 0; half < kTileKeys; half += 32) {
+      __m256 a[4], b[4];
+      for (int c = 0; c < 4; ++c) a[c] = b[c] = _mm256_setzero_ps();
+      for (int32_t d = 0; d < head_dim; ++d) {
+        const float* k = kt + int64_t{d} * kTileKeys + half;
+        const __m256 b0 = _mm256_set1_ps(q0[d]);
+        const __m256 b1 = _mm256_set1_ps(q1[d]);
+        for (int c = 0; c < 4; ++c) {
+          const __m256 kv = _mm256_loadu_ps(k + 8 * c);
+          a[c] = _mm256_fmadd_ps(b0, kv, a[c]);
+          b[c] = _mm256_fmadd_ps(b1, kv, b[c]);
+        }
+      }
+      for (int c = 0; c < 4; ++c) {
+        _mm256_storeu_ps(s + int64_t{r} * kTileKeys + half + 8 * c, _mm256_mul_ps(a[c], vscale));
+        _mm256_storeu_ps(s + int64_t{r + 1} * kTileKeys + half + 8 * c, _mm256_mul_ps(b[c], vscale));
+      }
+    }
+  }
+  for (; r < num_rows; ++r) {
+    const float* q = q_rows[r];
+    __m256 a[8];
+    for (auto& x : a) x = _mm256_setzero_ps();
+    for (int32_t d = 0; d < head_dim; ++d) {
+      const float* k = kt + int64_t{d} * kTileKeys;
+      const __m256 b = _mm256_set1_ps(q[d]);
+      for (int c = 0; c < 8; ++c) a[c] = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 8 * c), a[c]);
+    }
+    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(s + int64_t{r} * kTileKeys + 8 * c, _mm256_mul_ps(a[c], vscale));
+  }
+}
+
+inline float hmax(__m256 v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_max_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+inline float hsum(__m256 v) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// acc[d0 .. d0 + 8*NV) = acc * alpha + sum_j p_j v_j[...], even and odd keys in two chains.
+template <int NV>
+inline void accumulate(const float* p, int32_t n, const float* const* v_rows, int32_t d0,
+                       __m256 valpha, float* acc) {
+  __m256 a[NV], b[NV];
+  for (int c = 0; c < NV; ++c) {
+    a[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + d0 + 8 * c), valpha);
+    b[c] = _mm256_setzero_ps();
+  }
+  int32_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const __m256 pa = _mm256_set1_ps(p[j]);
+    const __m256 pb = _mm256_set1_ps(p[j + 1]);
+    for (int c = 0; c < NV; ++c) {
+      a[c] = _mm256_fmadd_ps(pa, _mm256_loadu_ps(v_rows[j] + d0 + 8 * c), a[c]);
+      b[c] = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v_rows[j + 1] + d0 + 8 * c), b[c]);
+    }
+  }
+  if (j < n) {
+    const __m256 pa = _mm256_set1_ps(p[j]);
+    for (int c = 0; c < NV; ++c) a[c] = _mm256_fmadd_ps(pa, _mm256_loadu_ps(v_rows[j] + d0 + 8 * c), a[c]);
+  }
+  for (int c = 0; c < NV; ++c) _mm256_storeu_ps(acc + d0 + 8 * c, _mm256_add_ps(a[c], b[c]));
+}
+
+void update_avx2(const float* s, int32_t n, const float* const* v_rows, int32_t head_dim,
+                 float* state) {
+  float& m = state[head_dim];
+  float& l = state[head_dim + 1];
+  const int32_t num_chunks = (n + 7) / 8;
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 vmax = neg_inf;
+  for (int32_t c = 0; c < num_chunks; ++c) {
+    const __m256 mask = lanes_below(n - 8 * c);
+    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s + 8 * c), mask));
+  }
+  const float m_new = std::max(m, hmax(vmax));
+  const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
+  alignas(32) float p[kTileKeys];
+  __m256 vsum = _mm256_setzero_ps();
+  const __m256 vm = _mm256_set1_ps(m_new);
+  for (int32_t c = 0; c < num_chunks; ++c) {
+    const __m256 mask = lanes_below(n - 8 * c);
+    const __m256 e = _mm256_and_ps(mask, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * c), vm)));
+    _mm256_store_ps(p + 8 * c, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  l = l * alpha + hsum(vsum);
+  m = m_new;
+  const __m256 valpha = _mm256_set1_ps(alpha);
+  int32_t d0 = 0;
+  for (; d0 + 32 <= head_dim; d0 += 32) accumulate<4>(p, n, v_rows, d0, valpha, state);
+  switch ((head_dim - d0) / 8) {
+    case 3: accumulate<3>(p, n, v_rows, d0, valpha, state); break;
+    case 2: accumulate<2>(p, n, v_rows, d0, valpha, state); break;
+    case 1: accumulate<1>(p, n, v_rows, d0, valpha, state); break;
+    default: break;
+  }
+}
+
+const TileKernels kAvx2 = {load_tile_avx2, scores_avx2, update_avx2};
+
+}  // namespace
+
+const TileKernels* tile_kernels_avx2(int32_t head_dim) {
+  return head_dim % 8 == 0 ? &kAvx2 : nullptr;
+}
+
+}  // namespace tessera::kernels::attn_detail

@@ -1,0 +1,123 @@
+// Test fixture for the paged attention kernels: a paged KV cache over a few sequences whose
+// q/k/v rows are a pure function of (seed, sequence, position), so any schedule of chunks (one
+// prefill, several chunks, token by token, batched with others) sees the same data.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "util/check.h"
+#include "util/thread_pool.h"
+
+namespace tessera::kernels::testing {
+
+enum class AttnPath { kFlash, kFlashRef, kNaive };
+
+// One sequence's rows attended in a step: positions [begin, begin + count).
+struct Chunk {
+  int32_t seq;
+  int32_t begin;
+  int32_t count;
+};
+
+class PagedFixture {
+ public:
+  // max_lens: the longest context of each sequence. Blocks are handed out in a scrambled order so
+  // no sequence is contiguous in the cache.
+  PagedFixture(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, int32_t block_size,
+               KvDType dtype, std::vector<int32_t> max_lens, uint32_t seed = 1)
+      : num_heads_(num_heads), seed_(seed), max_lens_(std::move(max_lens)) {
+    kv_.dtype = dtype;
+    kv_.block_size = block_size;
+    kv_.num_kv_heads = num_kv_heads;
+    kv_.head_dim = head_dim;
+    int32_t num_blocks = 0;
+    for (int32_t len : max_lens_) num_blocks += (len + block_size - 1) / block_size;
+    num_blocks += 3;  // some never used
+    if (num_blocks % 7 == 0) ++num_blocks;  // the scramble below needs gcd(7, num_blocks) = 1
+    kv_.num_blocks = num_blocks;
+    const size_t elems = size_t(num_blocks) * block_size * num_kv_heads * head_dim;
+    const size_t bytes = elems * (dtype == KvDType::kF32 ? 4 : 2);
+    k_store_.assign(bytes, 0xff);  // NaN-ish garbage where nothing was written
+    v_store_.assign(bytes, 0xff);
+    kv_.k = k_store_.data();
+    kv_.v = v_store_.data();
+    std::vector<int32_t> ids(num_blocks);
+    for (int32_t i = 0; i < num_blocks; ++i) ids[i] = (i * 7 + 3) % num_blocks;
+    int32_t next = 0;
+    for (int32_t len : max_lens_) {
+      std::vector<int32_t> table;
+      for (int32_t b = 0; b < (len + block_size - 1) / block_size; ++b) table.push_back(ids[next++]);
+      tables_.push_back(table);
+    }
+  }
+
+  const KvLayer& kv() const { return kv_; }
+  int32_t row_q() const { return num_heads_ * kv_.head_dim; }
+  int32_t row_kv() const { return kv_.num_kv_heads * kv_.head_dim; }
+
+  // Deterministic rows: q scaled up so softmaxes are not flat.
+  void fill(int32_t seq, int32_t pos, int kind, float* dst, int32_t n, float amp) const {
+    std::mt19937 rng(seed_ * 1000003u + uint32_t(seq) * 7919u + uint32_t(pos) * 31u + uint32_t(kind));
+    std::uniform_real_distribution<float> u(-amp, amp);
+    for (int32_t i = 0; i < n; ++i) dst[i] = u(rng);
+  }
+
+  // Runs one step over `chunks` (each chunk's context = begin + count) and returns the output
+  // rows, [sum of counts][num_heads][head_dim].
+  std::vector<float> step(const std::vector<Chunk>& chunks, AttnPath path, ThreadPool& pool,
+                          AttnWorkspace& ws, float scale) {
+    std::vector<int32_t> qsl{0}, seq_lens, indptr{0}, indices;
+    std::vector<int64_t> slots;
+    std::vector<float> q, k, v;
+    for (const Chunk& c : chunks) {
+      qsl.push_back(qsl.back() + c.count);
+      seq_lens.push_back(c.begin + c.count);
+      for (int32_t b : tables_[c.seq]) indices.push_back(b);
+      indptr.push_back(static_cast<int32_t>(indices.size()));
+      for (int32_t p = c.begin; p < c.begin + c.count; ++p) {
+        const size_t oq = q.size(), ok = k.size();
+        q.resize(oq + row_q());
+        k.resize(ok + row_kv());
+        v.resize(ok + row_kv());
+        fill(c.seq, p, 0, q.data() + oq, row_q(), 3.0f);
+        fill(c.seq, p, 1, k.data() + ok, row_kv(), 1.0f);
+        fill(c.seq, p, 2, v.data() + ok, row_kv(), 1.0f);
+        slots.push_back(int64_t{tables_[c.seq][p / kv_.block_size]} * kv_.block_size + p % kv_.block_size);
+      }
+    }
+    AttnMetadata md;
+    md.num_seqs = static_cast<int32_t>(chunks.size());
+    md.num_tokens = qsl.back();
+    md.query_start_loc = qsl.data();
+    md.seq_lens = seq_lens.data();
+    md.block_table_indptr = indptr.data();
+    md.block_table_indices = indices.data();
+    md.slot_mapping = slots.data();
+    write_kv(kv_, md, k.data(), v.data());
+    std::vector<float> out(size_t(md.num_tokens) * row_q(), -7.0f);
+    switch (path) {
+      case AttnPath::kFlash:
+        paged_attention(kv_, md, q.data(), num_heads_, scale, out.data(), pool, ws);
+        break;
+      case AttnPath::kFlashRef:
+        paged_attention_ref(kv_, md, q.data(), num_heads_, scale, out.data(), pool, ws);
+        break;
+      case AttnPath::kNaive:
+        paged_attention_naive(kv_, md, q.data(), num_heads_, scale, out.data(), ws);
+        break;
+    }
+    return out;
+  }
+
+ private:
+  int32_t num_heads_;
+  uint32_t seed_;
+  std::vector<int32_t> max_lens_;
+  KvLayer kv_;
+  std::vector<uint8_t> k_store_, v_store_;
+  std::vector<std::vector<int32_t>> tables_;
+};
+
+}  // namespace tessera::kernels::testing
