@@ -109,11 +109,12 @@ class Sampler {
                                    const SeenTokens& seen);
 
  private:
-  // Steps 1-5: leaves the survivors' ids in ws_.indices[0, num) sorted by id with their
-  // weights in ws_.weights (indexed by id); returns num and the weight total.
+  // Steps 1-5. Dense (nothing filtered): every id survives with weight ws_.weights[id].
+  // Otherwise the survivors' ids are ws_.indices[0, num), ascending, weights in ws_.weights.
   struct Survivors {
-    int32_t num = 0;    // survivors in ws_.indices[0, num)
-    double total = 0;   // sum of their weights, accumulated in id order
+    int32_t num = 0;     // surviving tokens
+    double total = 0;    // sum of their weights, accumulated in id order
+    bool dense = false;  // all vocab_size ids survive; ws_.indices is not filled
   };
   Survivors prepare(std::span<const float> logits, const SamplingParams& params,
                     const SeenTokens& seen);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -328,6 +329,32 @@ TEST(Sampler, FastPathEqualsReferenceBitwise) {
       for (int i = 0; i < 20; ++i) {
         ASSERT_EQ(sampler.sample(logits, p, seen, fast), sample_ref(logits, p, seen, ref))
             << c.name << " vocab " << vocab << " draw " << i;
+      }
+    }
+  }
+}
+
+TEST(Sampler, FastPathEqualsReferenceWithUnderflowAndInfinities) {
+  // Weights that underflow to 0 and -inf logits push top-p through its last threshold batch.
+  constexpr int32_t kVocab = 4096;
+  std::vector<float> logits(kVocab);
+  for (int32_t i = 0; i < kVocab; ++i) {
+    logits[i] = i % 3 == 0 ? -200.0f : (i % 7 == 0 ? -std::numeric_limits<float>::infinity()
+                                                   : 0.001f * static_cast<float>(i % 101));
+  }
+  Sampler sampler(kVocab);
+  for (float top_p : {0.5f, 0.9999999f}) {
+    for (float min_p : {0.0f, 0.5f}) {
+      SamplingParams p;
+      p.top_p = top_p;
+      p.min_p = min_p;
+      const auto fast = sampler.compute_probs(logits, p, {});
+      EXPECT_EQ(fast, compute_probs_ref(logits, p, {})) << top_p << " " << min_p;
+      EXPECT_EQ(fast[0], 0.0f);  // -200: weight underflows to exactly 0
+      EXPECT_EQ(fast[7], 0.0f);  // -inf
+      Rng a(4), b(4);
+      for (int i = 0; i < 50; ++i) {
+        ASSERT_EQ(sampler.sample(logits, p, {}, a), sample_ref(logits, p, {}, b));
       }
     }
   }
