@@ -6,6 +6,7 @@
 // NOTE(quant): GCC 12 warns "__Y may be used uninitialized" inside avx512fintrin.h's cast
 // intrinsics (_mm512_castsi256_si512 and friends leave the upper half undefined on purpose).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,36 +44,42 @@ inline __m256i nibbles1(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
 }
 
-// Integer weights of blocks b and b+1 (64 bytes), their scales and minimums.
+// Integer weights of blocks b and b+1 (64 bytes); *dm = [d0, d1, m0, m1] (m = 0 without minimum).
 template <DType T>
-inline __m512i unpack2(const uint8_t* w, float dw[2], float mw[2]) {
+inline __m512i unpack2(const uint8_t* w, __m128* dm) {
   constexpr size_t kBytes = T == DType::Q4_0 ? 18 : T == DType::Q4_1 ? 20 : T == DType::Q5_0 ? 22
                           : T == DType::Q5_1 ? 24 : 34;
   const uint8_t* w1 = w + kBytes;
+  uint16_t h[4];  // d0, d1, m0, m1 as fp16 bits (every block starts with d, the _1 types then m)
+  __builtin_memcpy(&h[0], w, 2);
+  __builtin_memcpy(&h[1], w1, 2);
+  if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
+    __builtin_memcpy(&h[2], w + 2, 2);
+    __builtin_memcpy(&h[3], w1 + 2, 2);
+  } else {
+    h[2] = h[3] = 0;
+  }
+  uint64_t bits;
+  __builtin_memcpy(&bits, h, 8);
+  *dm = _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
   if constexpr (T == DType::Q8_0) {
     const auto* b0 = reinterpret_cast<const BlockQ8_0*>(w);
     const auto* b1 = reinterpret_cast<const BlockQ8_0*>(w1);
-    dw[0] = _cvtsh_ss(b0->d), dw[1] = _cvtsh_ss(b1->d);
     return _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b0->qs))),
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b1->qs)), 1);
   } else if constexpr (T == DType::Q4_0) {
     const auto* b0 = reinterpret_cast<const BlockQ4_0*>(w);
     const auto* b1 = reinterpret_cast<const BlockQ4_0*>(w1);
-    dw[0] = _cvtsh_ss(b0->d), dw[1] = _cvtsh_ss(b1->d);
     return _mm512_sub_epi8(nibbles2(b0->qs, b1->qs), _mm512_set1_epi8(8));
   } else if constexpr (T == DType::Q4_1) {
     const auto* b0 = reinterpret_cast<const BlockQ4_1*>(w);
     const auto* b1 = reinterpret_cast<const BlockQ4_1*>(w1);
-    dw[0] = _cvtsh_ss(b0->d), dw[1] = _cvtsh_ss(b1->d);
-    mw[0] = _cvtsh_ss(b0->m), mw[1] = _cvtsh_ss(b1->m);
     return nibbles2(b0->qs, b1->qs);
   } else {
     using Block = std::conditional_t<T == DType::Q5_0, BlockQ5_0, BlockQ5_1>;
     const auto* b0 = reinterpret_cast<const Block*>(w);
     const auto* b1 = reinterpret_cast<const Block*>(w1);
-    dw[0] = _cvtsh_ss(b0->d), dw[1] = _cvtsh_ss(b1->d);
-    if constexpr (T == DType::Q5_1) mw[0] = _cvtsh_ss(b0->m), mw[1] = _cvtsh_ss(b1->m);
     const __mmask64 high = static_cast<__mmask64>(load_qh(b0->qh)) |
                            (static_cast<__mmask64>(load_qh(b1->qh)) << 32);
     const __m512i q = nibbles2(b0->qs, b1->qs);
@@ -127,12 +134,13 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
   for (int64_t r = r_begin; r < r_end; ++r) {
     const uint8_t* wrow = a.w + static_cast<size_t>(r) * a.row_bytes;
     __m512 acc[R];
-    float msum[R][2];
-    for (int j = 0; j < R; ++j) acc[j] = _mm512_setzero_ps(), msum[j][0] = msum[j][1] = 0.0f;
+    __m128 msum[R];  // lanes 2, 3: the canonical msum[0] (even blocks), msum[1] (odd blocks)
+    for (int j = 0; j < R; ++j) acc[j] = _mm512_setzero_ps(), msum[j] = _mm_setzero_ps();
+    const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-      float dw[2], mw[2];
-      __m512i wq = unpack2<T>(wrow + b * block_bytes, dw, mw);
+      __m128 dm;
+      __m512i wq = unpack2<T>(wrow + b * block_bytes, &dm);
       __mmask64 neg = 0;
       if constexpr (kSigned) {
         neg = _mm512_movepi8_mask(wq);
@@ -142,13 +150,14 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
         __m512i xv = _mm512_loadu_si512(xq[j] + b * kQk);
         if constexpr (kSigned) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
         const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xv);
-        const __m512 scale = _mm512_insertf32x8(_mm512_set1_ps(dw[0] * xd[j][b]),
-                                                _mm256_set1_ps(dw[1] * xd[j][b + 1]), 1);
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[j]);
+        // [xd0, xd1, xs0, xs1]: lanes 0,1 give the block scales dw*dx, lanes 2,3 the min terms.
+        __m128 xds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[j] + b)));
         if constexpr (kMin) {
-          msum[j][0] = std::fma(mw[0], xs[j][b], msum[j][0]);
-          msum[j][1] = std::fma(mw[1], xs[j][b + 1], msum[j][1]);
+          xds = _mm_movelh_ps(xds, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[j] + b))));
+          msum[j] = _mm_fmadd_ps(dm, xds, msum[j]);
         }
+        const __m512 scale = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_mul_ps(dm, xds)));
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[j]);
       }
     }
     if (b < nb) {  // a last even block: lanes 0..7
@@ -166,12 +175,19 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
         const __m256 lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xd[j][b]),
                                           _mm512_castps512_ps256(acc[j]));
         acc[j] = _mm512_insertf32x8(acc[j], lo, 0);
-        if constexpr (kMin) msum[j][0] = std::fma(mw, xs[j][b], msum[j][0]);
+        if constexpr (kMin) {  // lane 2 only: the even-block msum
+          const __m128 t = _mm_fmadd_ss(_mm_set_ss(mw), _mm_set_ss(xs[j][b]), _mm_movehl_ps(msum[j], msum[j]));
+          msum[j] = _mm_insert_ps(msum[j], t, 0x20);
+        }
       }
     }
     for (int j = 0; j < R; ++j) {
       float v = hsum_canonical(acc[j]);
-      if constexpr (kMin) v = v + (msum[j][0] + msum[j][1]);
+      if constexpr (kMin) {
+        const float m0 = _mm_cvtss_f32(_mm_movehl_ps(msum[j], msum[j]));
+        const float m1 = _mm_cvtss_f32(_mm_shuffle_ps(msum[j], msum[j], 3));
+        v = v + (m0 + m1);
+      }
       a.y[(i0 + j) * a.rows + r] = v;
     }
   }

@@ -1,0 +1,108 @@
+// probe_compute: peak f32 FMA GFLOP/s and int8 dot-product GOP/s (AVX-512 VNNI vpdpbusd, else
+// AVX2 maddubs) per thread and for all threads: the compute roof next to probe_bandwidth's.
+// Usage: probe_compute [threads=all]
+// NOTE(quant): GCC 12's avx512fintrin.h reduce/cast helpers trip -Wuninitialized (their upper
+// halves are undefined on purpose).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <fmt/format.h>
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "util/cpu_features.h"
+#include "util/thread_pool.h"
+#include "util/timer.h"
+
+namespace {
+
+constexpr int64_t kIters = 20'000'000;
+
+// 10 independent chains hide the FMA latency. Returns flops.
+__attribute__((target("avx2,fma"))) double fma_avx2(float* sink) {
+  __m256 a[10];
+  for (int k = 0; k < 10; ++k) a[k] = _mm256_set1_ps(static_cast<float>(k));
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < kIters; ++i) {
+    for (int k = 0; k < 10; ++k) a[k] = _mm256_fmadd_ps(a[k], m, c);
+  }
+  __m256 s = a[0];
+  for (int k = 1; k < 10; ++k) s = _mm256_add_ps(s, a[k]);
+  *sink = _mm256_cvtss_f32(s);
+  return 2.0 * 8 * 10 * kIters;
+}
+
+__attribute__((target("avx512f"))) double fma_avx512(float* sink) {
+  __m512 a[10];
+  for (int k = 0; k < 10; ++k) a[k] = _mm512_set1_ps(static_cast<float>(k));
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < kIters; ++i) {
+    for (int k = 0; k < 10; ++k) a[k] = _mm512_fmadd_ps(a[k], m, c);
+  }
+  *sink = _mm512_reduce_add_ps(a[0]) + _mm512_reduce_add_ps(a[9]);
+  return 2.0 * 16 * 10 * kIters;
+}
+
+// int8 ops: each of 64 u8 x s8 products counts as 2 ops (multiply, add).
+__attribute__((target("avx512f,avx512vnni"))) double int8_vnni(float* sink) {
+  __m512i a[10];
+  for (int k = 0; k < 10; ++k) a[k] = _mm512_set1_epi32(k);
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < kIters; ++i) {
+    for (int k = 0; k < 10; ++k) a[k] = _mm512_dpbusd_epi32(a[k], u, s);
+  }
+  *sink = static_cast<float>(_mm512_reduce_add_epi32(a[0]) + _mm512_reduce_add_epi32(a[9]));
+  return 2.0 * 64 * 10 * kIters;
+}
+
+__attribute__((target("avx2"))) double int8_avx2(float* sink) {
+  __m256i a[10];
+  for (int k = 0; k < 10; ++k) a[k] = _mm256_set1_epi32(k);
+  const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  __m256i uu = u;
+  for (int64_t i = 0; i < kIters; ++i) {
+    __asm__ volatile("" : "+x"(uu));  // opaque each step: the products cannot be hoisted
+    for (int k = 0; k < 10; ++k) {
+      a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(_mm256_maddubs_epi16(uu, s), ones));
+    }
+  }
+  *sink = static_cast<float>(_mm256_extract_epi32(a[0], 0) + _mm256_extract_epi32(a[9], 7));
+  return 2.0 * 32 * 10 * kIters;
+}
+
+double measure(tessera::ThreadPool& pool, double (*fn)(float*)) {
+  std::vector<float> sinks(static_cast<size_t>(pool.num_threads()) * 16);
+  double ops = 0.0;
+  tessera::Stopwatch sw;
+  pool.run([&](int index, int) {
+    const double o = fn(&sinks[static_cast<size_t>(index) * 16]);
+    if (index == 0) ops = o;
+  });
+  return ops * pool.num_threads() / (sw.elapsed_ms() * 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int num_threads = argc > 1 ? std::atoi(argv[1]) : tessera::default_num_threads();
+  const auto& f = tessera::cpu_features();
+  for (int threads : {1, num_threads}) {
+    tessera::ThreadPool pool(threads);
+    if (f.avx512f) {
+      fmt::print("probe_compute: f32 fma avx512   {:8.1f} GFLOP/s ({} threads)\n", measure(pool, fma_avx512), threads);
+    }
+    if (f.avx2 && f.fma) {
+      fmt::print("probe_compute: f32 fma avx2     {:8.1f} GFLOP/s ({} threads)\n", measure(pool, fma_avx2), threads);
+    }
+    if (f.avx512vnni) {
+      fmt::print("probe_compute: int8 vnni512     {:8.1f} GOP/s   ({} threads)\n", measure(pool, int8_vnni), threads);
+    }
+    if (f.avx2) {
+      fmt::print("probe_compute: int8 avx2 maddubs {:7.1f} GOP/s   ({} threads)\n", measure(pool, int8_avx2), threads);
+    }
+    if (threads == num_threads) break;
+  }
+  return 0;
+}
