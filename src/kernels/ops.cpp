@@ -12,17 +12,13 @@
 #endif
 
 namespace tessera::kernels {
+#if !defined(TESSERA_FORCE_SCALAR)
 namespace {
 
-bool use_avx2() {
-#if defined(TESSERA_FORCE_SCALAR)
-  return false;
-#else
-  return isa_level() >= IsaLevel::kAvx2;
-#endif
-}
+bool use_avx2() { return isa_level() >= IsaLevel::kAvx2; }
 
 }  // namespace
+#endif
 
 void rmsnorm(const float* x, const float* weight, float eps, float* out, int64_t n,
              int64_t num_rows) {

@@ -21,10 +21,10 @@ constexpr double kMaxRoundTripNmseF32 = 0.0;
 constexpr double kMaxRoundTripNmseF16 = 1e-7;
 constexpr double kMaxRoundTripNmseBF16 = 1e-5;
 constexpr double kMaxRoundTripNmseQ8_0 = 2e-5;
-constexpr double kMaxRoundTripNmseQ4_0 = 1e-2;
+constexpr double kMaxRoundTripNmseQ4_0 = 6e-3;
 constexpr double kMaxRoundTripNmseQ4_1 = 6e-3;
-constexpr double kMaxRoundTripNmseQ5_0 = 2.5e-3;
-constexpr double kMaxRoundTripNmseQ5_1 = 1.5e-3;
+constexpr double kMaxRoundTripNmseQ5_0 = 1.5e-3;
+constexpr double kMaxRoundTripNmseQ5_1 = 1.2e-3;
 
 TEST(Quant, Q4_0KnownBlock) {
   BlockQ4_0 b{};
