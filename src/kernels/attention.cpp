@@ -33,6 +33,8 @@ using attn_detail::state_stride;
 using attn_detail::TileKernels;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// Below this many multiply-adds (rows x keys x heads x head_dim) a call stays on one thread.
+constexpr int64_t kInlineWork = int64_t{1} << 20;
 
 // One call's constants.
 struct Call {
@@ -241,8 +243,22 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
   ws.note_flash(per_thread * num_threads + num_partial_floats * sizeof(float) +
                 sizeof(int64_t) * 2 * (md.num_seqs + 1) + sizeof(int32_t) * md.num_tokens);
 
+  // Small steps run on the calling thread: waking the pool costs more than the work. (Rows do
+  // not depend on which thread computes them, so this changes no bits.)
+  int64_t work = 0;  // query rows x keys x heads
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    work += int64_t{md.query_start_loc[s + 1] - md.query_start_loc[s]} * md.seq_lens[s] * num_heads;
+  }
+  const bool run_inline = work * kv.head_dim < kInlineWork;
+  auto on_pool = [&](auto&& body) {
+    if (run_inline) {
+      body(0, 1);
+    } else {
+      pool.run([&](int index, int count) { body(index, count); });
+    }
+  };
   std::atomic<int64_t> next_unit{0};
-  pool.run([&](int thread_index, int) {
+  on_pool([&](int thread_index, int) {
     AttnWorkspace::ThreadScratch& sc = ws.threads[thread_index];
     for (int64_t u = next_unit.fetch_add(1); u < num_units; u = next_unit.fetch_add(1)) {
       const int64_t* it = std::upper_bound(ws.unit_offset.data(), ws.unit_offset.data() + md.num_seqs + 1, u);
@@ -263,7 +279,7 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
   // Phase 2: fold each split row's partials (items = token x head, in chunks of 16).
   const int64_t num_items = int64_t{md.num_tokens} * num_heads;
   std::atomic<int64_t> next_item{0};
-  pool.run([&](int thread_index, int) {
+  on_pool([&](int thread_index, int) {
     float* total = ws.threads[thread_index].total.data();
     for (int64_t begin = next_item.fetch_add(16); begin < num_items; begin = next_item.fetch_add(16)) {
       for (int64_t i = begin; i < std::min(num_items, begin + 16); ++i) {
