@@ -2,7 +2,7 @@
 // step, int32 lanes from maddubs + madd (weights as unsigned bytes, the sign moved onto the
 // activations for signed types), and two accumulators per output (even blocks, odd blocks) so
 // the float reduction is the canonical one of matmul_canon.h. Float weights: two 8-lane
-// accumulators (columns c % 16 < 8 and >= 8). K-quants use the scalar kernel.
+// accumulators (columns c % 16 < 8 and >= 8). K-quants: x86/matmul_kquant_avx2.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "kernels/matmul_canon.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/matmul_kquant_avx2.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
@@ -179,7 +180,7 @@ bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     case DType::F32: if (!cols16) return false; tiles<DType::F32, true>(a, r_begin, r_end); return true;
     case DType::F16: if (!cols16) return false; tiles<DType::F16, true>(a, r_begin, r_end); return true;
     case DType::BF16: if (!cols16) return false; tiles<DType::BF16, true>(a, r_begin, r_end); return true;
-    default: return false;
+    default: return matmul_rows_kquant(a, r_begin, r_end);
   }
 }
 

@@ -2,7 +2,7 @@
 // unpacked once and dotted with up to kTile activation rows (the tiled kernel for m > 1 is the
 // m = 1 kernel with more rows), 8 int32 lanes per block from vpdpbusd, then the canonical float
 // reduction of matmul_canon.h: lanes 0..7 of the accumulator hold even blocks, 8..15 odd blocks.
-// Float weights: one 16-lane fma accumulator per output. K-quants use the scalar kernel.
+// Float weights: one 16-lane fma accumulator per output. K-quants: the AVX2 kernel.
 // NOTE(quant): GCC 12 warns "__Y may be used uninitialized" inside avx512fintrin.h's cast
 // intrinsics (_mm512_castsi256_si512 and friends leave the upper half undefined on purpose).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
