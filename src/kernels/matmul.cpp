@@ -11,6 +11,10 @@
 #include "util/check.h"
 #include "util/cpu_features.h"
 
+#if !defined(TESSERA_FORCE_SCALAR)
+#include "kernels/x86/quant_avx2.h"
+#endif
+
 namespace tessera::kernels {
 namespace {
 
@@ -84,8 +88,16 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPo
     // Rows of x are independent: quantize them in parallel (the split cannot change any value).
     pool.parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
       const int64_t nb = cols / block;
+      int32_t* bsums = family == WeightFamily::kSuperBlock256 ? xbsums + i0 * (cols / 16) : xbsums;
+#if !defined(TESSERA_FORCE_SCALAR)
+      if (isa_level() >= IsaLevel::kAvx2) {
+        avx2::quantize_activations(x + i0 * cols, (i1 - i0) * nb, block, xq + i0 * cols,
+                                   xd + i0 * nb, xs + i0 * nb, bsums);
+        return;
+      }
+#endif
       quantize_activations(a.type, x + i0 * cols, i1 - i0, cols, xq + i0 * cols, xd + i0 * nb,
-                           xs + i0 * nb, family == WeightFamily::kSuperBlock256 ? xbsums + i0 * (cols / 16) : xbsums);
+                           xs + i0 * nb, bsums);
     });
     a.xq = xq;
     a.xd = xd;

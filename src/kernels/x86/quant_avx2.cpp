@@ -87,4 +87,51 @@ bool dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   }
 }
 
+void quantize_activations(const float* x, int64_t num_blocks, int64_t block, int8_t* xq,
+                          float* xd, float* xs, int32_t* xbsums) {
+  const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const float* xb = x + b * block;
+    int8_t* qb = xq + b * block;
+    __m256 vmax = _mm256_setzero_ps();
+    for (int64_t j = 0; j < block; j += 8) {
+      vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(xb + j), sign_off));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax = _mm_cvtss_f32(m);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t j = 0; j < block; j += 32) {
+      // cvtps rounds half to even (default MXCSR), as std::nearbyint in the scalar twin.
+      const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j), vid));
+      const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 8), vid));
+      const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 16), vid));
+      const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j + 24), vid));
+      sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
+      // packs interleave 128-bit lanes; the permute restores element order.
+      const __m256i w01 = _mm256_packs_epi32(i0, i1), w23 = _mm256_packs_epi32(i2, i3);
+      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23),
+                                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + j), bytes);
+    }
+    const float d = amax / 127.0f;
+    xd[b] = d;
+    if (block == kQk) {
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+      xs[b] = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+    } else {
+      for (int g = 0; g < kQkK / 16; ++g) {
+        int32_t s = 0;
+        for (int j = 0; j < 16; ++j) s += qb[16 * g + j];
+        xbsums[b * 16 + g] = s;
+      }
+    }
+  }
+}
+
 }  // namespace tessera::kernels::avx2
