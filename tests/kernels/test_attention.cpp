@@ -172,7 +172,7 @@ struct Shape {
 // prompt, a one-token sequence, a speculative 5-row chunk across a partition edge, an idle one.
 TEST(PagedAttention, FlashMatchesNaiveOnAwkwardShapes) {
   IsaGuard guard;
-  const Shape shapes[] = {{9, 3, 64}, {5, 5, 32}, {16, 2, 64}, {7, 1, 16}, {4, 4, 40}, {6, 2, 8}};
+  const Shape shapes[] = {{9, 3, 64}, {5, 5, 32}, {16, 2, 64}, {7, 1, 16}, {4, 4, 40}, {6, 2, 8}, {3, 1, 20}};
   const std::vector<Chunk> batch = {{0, 299, 1}, {1, 500, 200}, {2, 0, 37}, {3, 0, 1}, {4, 515, 5}, {5, 3, 0}};
   ThreadPool pool(2);
   for (const Shape& sh : shapes) {
