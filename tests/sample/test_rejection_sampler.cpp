@@ -171,6 +171,43 @@ TEST(RejectionSampler, GreedyVerifyLogitsEqualsTokenByTokenGreedy) {
   EXPECT_EQ(out[2], 7);
 }
 
+TEST(RejectionSampler, SamplingVerifyLogitsEqualsManualPipeline) {
+  // verify_logits = compute_probs per row (drafts before the row counted as pending output) +
+  // verify(), draw for draw.
+  constexpr int32_t k = 3;
+  std::mt19937 gen(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> rows((k + 1) * kVocab);
+  for (float& x : rows) x = normal(gen);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 5;
+  p.frequency_penalty = 0.7f;
+  const std::vector<int32_t> prompt = {1, 2};
+  const std::vector<int32_t> output = {3};
+  const std::vector<int32_t> draft = {0, 6, 6};
+  const auto q_rows = repeat_rows(kQ, k);
+  Sampler sampler(kVocab);
+  RejectionSampler rs(kVocab, k);
+  std::vector<float> p_rows;
+  for (int32_t i = 0; i <= k; ++i) {
+    const SeenTokens seen{prompt, output, std::span<const int32_t>(draft).first(i)};
+    const auto row = sampler.compute_probs(
+        std::span<const float>(rows).subspan(i * kVocab, kVocab), p, seen);
+    p_rows.insert(p_rows.end(), row.begin(), row.end());
+  }
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Rng a(seed), b(seed);
+    std::vector<int32_t> out_a(k + 1), out_b(k + 1);
+    const auto ra = rs.verify_logits(sampler, draft, q_rows, rows, p, {prompt, output, {}}, a,
+                                     out_a);
+    const auto rb = RejectionSampler::verify(draft, q_rows, p_rows, kVocab, b, out_b);
+    ASSERT_EQ(ra.num_accepted, rb.num_accepted) << seed;
+    ASSERT_EQ(out_a, out_b) << seed;
+    ASSERT_EQ(a.state(), b.state()) << seed;
+  }
+}
+
 TEST(RejectionSampler, IdenticalDraftAndTargetAlwaysAccepts) {
   constexpr int32_t k = 3;
   const auto rows = repeat_rows(kP, k + 1);

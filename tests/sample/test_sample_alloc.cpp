@@ -17,13 +17,15 @@ namespace {
 std::atomic<int64_t> g_num_allocations{0};
 }  // namespace
 
-void* operator new(std::size_t size) {
+// noinline: once inlined into a caller, GCC pairs `new` with the free() inside delete and
+// raises -Wmismatched-new-delete (seen with -O2 and sanitizers).
+__attribute__((noinline)) void* operator new(std::size_t size) {
   g_num_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tessera::sample {
 namespace {
