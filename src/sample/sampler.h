@@ -28,7 +28,8 @@
 //
 // Allocation: a Sampler owns a SamplerWorkspace sized to the vocabulary at construction; sample()
 // and compute_probs(span) allocate nothing afterwards (SampleOutput::top_logprobs reuses its
-// capacity). The greedy path without penalties reads the row in place: one pass, no copy.
+// capacity). The greedy path without penalties reads the row in place (a max pass, then a scan
+// for the first position of the max): no copy, no sort.
 // Not thread-safe: one Sampler per engine thread.
 #pragma once
 #include <cstdint>
