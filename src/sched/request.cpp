@@ -1,0 +1,43 @@
+#include "sched/request.h"
+
+namespace tessera::sched {
+
+const char* finish_reason(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::kFinishedStopped: return "stop";
+    case RequestStatus::kFinishedLength: return "length";
+    case RequestStatus::kFinishedAborted: return "abort";
+    case RequestStatus::kFinishedError: return "error";
+    default: return "";
+  }
+}
+
+const char* request_status_name(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::kWaiting: return "waiting";
+    case RequestStatus::kRunning: return "running";
+    case RequestStatus::kPreempted: return "preempted";
+    case RequestStatus::kFinishedStopped: return "finished_stopped";
+    case RequestStatus::kFinishedLength: return "finished_length";
+    case RequestStatus::kFinishedAborted: return "finished_aborted";
+    case RequestStatus::kFinishedError: return "finished_error";
+  }
+  return "?";
+}
+
+StopParams stop_params_from(const SamplingParams& params, std::vector<int32_t> eos_token_ids) {
+  StopParams stop;
+  stop.max_tokens = params.max_tokens;
+  stop.min_tokens = params.min_tokens;
+  stop.eos_token_ids = std::move(eos_token_ids);
+  stop.stop_token_ids = params.stop_token_ids;
+  stop.ignore_eos = params.ignore_eos;
+  return stop;
+}
+
+void Request::append_token(int32_t token, int32_t block_size) {
+  token_ids.push_back(token);
+  kv::extend_block_hashes(block_hashes, token_ids, block_size, cache_extra_key);
+}
+
+}  // namespace tessera::sched
