@@ -70,6 +70,24 @@ inline __m256i unpack(const uint8_t* w, float* dw, float* mw) {
   }
 }
 
+// [d0, d1, m0, m1] of two blocks (m = 0 for types without a minimum): every block starts with its
+// fp16 d, the _1 types follow it with m.
+template <DType T>
+inline __m128 load_dm(const uint8_t* w0, const uint8_t* w1) {
+  uint16_t h[4];
+  __builtin_memcpy(&h[0], w0, 2);
+  __builtin_memcpy(&h[1], w1, 2);
+  if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
+    __builtin_memcpy(&h[2], w0 + 2, 2);
+    __builtin_memcpy(&h[3], w1 + 2, 2);
+  } else {
+    h[2] = h[3] = 0;
+  }
+  uint64_t bits;
+  __builtin_memcpy(&bits, h, 8);
+  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
+}
+
 template <DType T, int R>
 void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i0) {
   constexpr bool kSigned = signed_weights(T);
@@ -87,14 +105,46 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
   }
   for (int64_t r = r_begin; r < r_end; ++r) {
     const uint8_t* wrow = a.w + static_cast<size_t>(r) * a.row_bytes;
-    __m256 acc[R][2];
-    float msum[R][2];
+    __m256 acc[R][2];  // even blocks, odd blocks
+    __m128 msum[R];    // lanes 2, 3: the canonical msum[0] (even blocks), msum[1] (odd blocks)
     for (int j = 0; j < R; ++j) {
       acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-      msum[j][0] = msum[j][1] = 0.0f;
+      msum[j] = _mm_setzero_ps();
     }
-    for (int64_t b = 0; b < nb; ++b) {
-      const int p = static_cast<int>(b & 1);
+    const __m256i lane1 = _mm256_set1_epi32(1);
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const uint8_t* w0 = wrow + b * block_bytes;
+      const __m128 dm = load_dm<T>(w0, w0 + block_bytes);
+      float unused_d, unused_m;
+      __m256i wq0 = unpack<T>(w0, &unused_d, &unused_m);
+      __m256i wq1 = unpack<T>(w0 + block_bytes, &unused_d, &unused_m);
+      const __m256i ws0 = wq0, ws1 = wq1;
+      if constexpr (kSigned) {
+        wq0 = _mm256_sign_epi8(wq0, wq0);
+        wq1 = _mm256_sign_epi8(wq1, wq1);
+      }
+      for (int j = 0; j < R; ++j) {
+        __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[j] + b * kQk));
+        __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[j] + b * kQk + kQk));
+        if constexpr (kSigned) {
+          x0 = _mm256_sign_epi8(x0, ws0);
+          x1 = _mm256_sign_epi8(x1, ws1);
+        }
+        const __m256i i0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq0, x0), ones16);
+        const __m256i i1 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq1, x1), ones16);
+        // [xd0, xd1, xs0, xs1]: lanes 0,1 give the block scales dw*dx, lanes 2,3 the min terms.
+        __m128 xds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[j] + b)));
+        if constexpr (kMin) {
+          xds = _mm_movelh_ps(xds, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[j] + b))));
+          msum[j] = _mm_fmadd_ps(dm, xds, msum[j]);
+        }
+        const __m256 s2 = _mm256_castps128_ps256(_mm_mul_ps(dm, xds));
+        acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_broadcastss_ps(_mm256_castps256_ps128(s2)), acc[j][0]);
+        acc[j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_permutevar8x32_ps(s2, lane1), acc[j][1]);
+      }
+    }
+    if (b < nb) {  // a last even block
       float dw = 0.0f, mw = 0.0f;
       __m256i wq = unpack<T>(wrow + b * block_bytes, &dw, &mw);
       const __m256i wsign = wq;
@@ -103,13 +153,20 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
         __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[j] + b * kQk));
         if constexpr (kSigned) xv = _mm256_sign_epi8(xv, wsign);
         const __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones16);
-        acc[j][p] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xd[j][b]), acc[j][p]);
-        if constexpr (kMin) msum[j][p] = std::fma(mw, xs[j][b], msum[j][p]);
+        acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xd[j][b]), acc[j][0]);
+        if constexpr (kMin) {  // lane 2 only: the even-block msum
+          const __m128 t = _mm_fmadd_ss(_mm_set_ss(mw), _mm_set_ss(xs[j][b]), _mm_movehl_ps(msum[j], msum[j]));
+          msum[j] = _mm_insert_ps(msum[j], t, 0x20);
+        }
       }
     }
     for (int j = 0; j < R; ++j) {
       float v = hsum_canonical(acc[j][0], acc[j][1]);
-      if constexpr (kMin) v = v + (msum[j][0] + msum[j][1]);
+      if constexpr (kMin) {
+        const float m0 = _mm_cvtss_f32(_mm_movehl_ps(msum[j], msum[j]));
+        const float m1 = _mm_cvtss_f32(_mm_shuffle_ps(msum[j], msum[j], 3));
+        v = v + (m0 + m1);
+      }
       a.y[(i0 + j) * a.rows + r] = v;
     }
   }
