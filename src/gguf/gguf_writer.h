@@ -9,7 +9,7 @@
 //   - the alignment is `general.alignment` when that key is set (it must then be a uint32 power of
 //     two, as the spec says), else 32.
 // Values are validated when the file is produced: a Value whose type tag and payload disagree, or
-// an array with an item of the wrong type, is an kInvalidArgument error, never a corrupt file.
+// an array with an item of the wrong type, is a kInvalidArgument error, never a corrupt file.
 #pragma once
 #include <cstdint>
 #include <span>
