@@ -21,11 +21,14 @@ cmake --preset asan >/dev/null && cmake --build build/asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j"$jobs" -L 'unit'
 
 if [ -f fuzz/CMakeLists.txt ]; then
-  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs"
+  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf
   for f in build/fuzz/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     echo "fuzz smoke: $f"
-    "$f" -max_total_time=10 -rss_limit_mb=2048 fuzz/corpus/ 2>&1 | tail -2
+    # New inputs go to a scratch corpus; the committed seeds in fuzz/corpus are only read.
+    tmp_corpus=$(mktemp -d)
+    "$f" -max_total_time=10 -rss_limit_mb=2048 -artifact_prefix=build/fuzz/ "$tmp_corpus" fuzz/corpus/ 2>&1 | tail -20
+    rm -rf "$tmp_corpus"
   done
 fi
 echo "all test stages passed"

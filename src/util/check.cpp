@@ -5,11 +5,10 @@
 
 namespace tessera {
 
-void check_failed(const char* condition, const std::string& message,
-                  std::source_location where) {
-  std::fprintf(stderr, "tessera: check failed at %s:%u (%s): %s %s\n", where.file_name(),
-               static_cast<unsigned>(where.line()), where.function_name(), condition,
-               message.c_str());
+void check_failed(const char* condition, const std::string& message, const char* file,
+                  unsigned line, const char* function) {
+  std::fprintf(stderr, "tessera: check failed at %s:%u (%s): %s %s\n", file, line, function,
+               condition, message.c_str());
   std::fflush(stderr);
   std::abort();
 }
