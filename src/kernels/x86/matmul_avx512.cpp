@@ -19,7 +19,7 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
-constexpr int kTile = 4;        // activation rows sharing one unpacked weight block
+constexpr int kTile = 8;        // activation rows sharing one unpacked weight block
 constexpr int64_t kRowChunk = 8;  // weight rows kept hot in L1 while every tile passes
 
 inline float hsum_canonical(__m512 acc) {
@@ -201,6 +201,10 @@ void block32(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     int64_t i0 = 0;
     for (; i0 + kTile <= a.m; i0 += kTile) block32_rows<T, kTile>(a, r0, r1, i0);
     switch (a.m - i0) {
+      case 7: block32_rows<T, 7>(a, r0, r1, i0); break;
+      case 6: block32_rows<T, 6>(a, r0, r1, i0); break;
+      case 5: block32_rows<T, 5>(a, r0, r1, i0); break;
+      case 4: block32_rows<T, 4>(a, r0, r1, i0); break;
       case 3: block32_rows<T, 3>(a, r0, r1, i0); break;
       case 2: block32_rows<T, 2>(a, r0, r1, i0); break;
       case 1: block32_rows<T, 1>(a, r0, r1, i0); break;
@@ -243,6 +247,10 @@ void float_kernel(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     int64_t i0 = 0;
     for (; i0 + kTile <= a.m; i0 += kTile) float_rows<T, kTile>(a, r0, r1, i0);
     switch (a.m - i0) {
+      case 7: float_rows<T, 7>(a, r0, r1, i0); break;
+      case 6: float_rows<T, 6>(a, r0, r1, i0); break;
+      case 5: float_rows<T, 5>(a, r0, r1, i0); break;
+      case 4: float_rows<T, 4>(a, r0, r1, i0); break;
       case 3: float_rows<T, 3>(a, r0, r1, i0); break;
       case 2: float_rows<T, 2>(a, r0, r1, i0); break;
       case 1: float_rows<T, 1>(a, r0, r1, i0); break;
