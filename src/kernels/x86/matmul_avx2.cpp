@@ -134,9 +134,9 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
         const __m256i i0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq0, x0), ones16);
         const __m256i i1 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq1, x1), ones16);
         // [xd0, xd1, xs0, xs1]: lanes 0,1 give the block scales dw*dx, lanes 2,3 the min terms.
-        __m128 xds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[j] + b)));
+        __m128 xds = _mm_castsi128_ps(_mm_loadu_si64(xd[j] + b));
         if constexpr (kMin) {
-          xds = _mm_movelh_ps(xds, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[j] + b))));
+          xds = _mm_movelh_ps(xds, _mm_castsi128_ps(_mm_loadu_si64(xs[j] + b)));
           msum[j] = _mm_fmadd_ps(dm, xds, msum[j]);
         }
         const __m256 s2 = _mm256_castps128_ps256(_mm_mul_ps(dm, xds));

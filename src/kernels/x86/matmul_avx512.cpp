@@ -151,9 +151,9 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
         if constexpr (kSigned) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
         const __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xv);
         // [xd0, xd1, xs0, xs1]: lanes 0,1 give the block scales dw*dx, lanes 2,3 the min terms.
-        __m128 xds = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xd[j] + b)));
+        __m128 xds = _mm_castsi128_ps(_mm_loadu_si64(xd[j] + b));
         if constexpr (kMin) {
-          xds = _mm_movelh_ps(xds, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[j] + b))));
+          xds = _mm_movelh_ps(xds, _mm_castsi128_ps(_mm_loadu_si64(xs[j] + b)));
           msum[j] = _mm_fmadd_ps(dm, xds, msum[j]);
         }
         const __m512 scale = _mm512_permutexvar_ps(halves, _mm512_castps128_ps512(_mm_mul_ps(dm, xds)));
