@@ -18,6 +18,7 @@ namespace {
 
 constexpr int kTile = 4;          // activation rows sharing one unpacked weight block
 constexpr int64_t kRowChunk = 8;  // weight rows kept hot in L1 while every tile passes
+constexpr int64_t kPrefetchRows = 4;  // software prefetch distance, in weight rows
 
 inline float hsum_canonical(__m256 even, __m256 odd) {
   const __m256 v = _mm256_add_ps(even, odd);
@@ -115,6 +116,8 @@ void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
       const uint8_t* w0 = wrow + b * block_bytes;
+      // Stream the row kPrefetchRows ahead into L2 (m = 1 over a large matrix is a DRAM read).
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetchRows * a.row_bytes), _MM_HINT_T1);
       const __m128 dm = load_dm<T>(w0, w0 + block_bytes);
       float unused_d, unused_m;
       __m256i wq0 = unpack<T>(w0, &unused_d, &unused_m);
@@ -189,7 +192,11 @@ void float_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i0)
     const uint8_t* wrow = a.w + static_cast<size_t>(r) * a.row_bytes;
     __m256 acc[R][2];
     for (int j = 0; j < R; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    const size_t esize = T == DType::F32 ? 4 : 2;
     for (int64_t c = 0; c < a.cols; c += 16) {
+      if ((c * esize) % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(wrow + kPrefetchRows * a.row_bytes + c * esize), _MM_HINT_T1);
+      }
       const __m256 w0 = load8<T>(wrow, c), w1 = load8<T>(wrow, c + 8);
       for (int j = 0; j < R; ++j) {
         const float* x = a.x + (i0 + j) * a.cols + c;

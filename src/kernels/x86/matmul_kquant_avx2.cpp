@@ -15,6 +15,7 @@ namespace tessera::kernels::avx2 {
 namespace {
 
 constexpr int64_t kRowChunk = 8;  // weight rows kept hot in L1 while every activation row passes
+constexpr int64_t kPrefetchRows = 4;  // software prefetch distance, in weight rows
 
 inline int32_t hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -86,7 +87,12 @@ float dot_row(const MatmulArgs& a, const uint8_t* wrow, int64_t i) {
   const float* xd = a.xd + i * nb;
   const int32_t* bsums = a.xbsums + i * (a.cols / 16);
   float y = 0.0f;
+  const size_t block_bytes = dtype_block_bytes(a.type);
   for (int64_t b = 0; b < nb; ++b) {
+    // Stream the row kPrefetchRows ahead into L2 (m = 1 over a large matrix is a DRAM read).
+    for (size_t off = 0; off < block_bytes; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(wrow + kPrefetchRows * a.row_bytes + b * block_bytes + off), _MM_HINT_T1);
+    }
     int32_t isum = 0, msum = 0;
     float d = 0.0f, dmin = 0.0f;
     if (a.type == DType::Q4_K) {
