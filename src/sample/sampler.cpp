@@ -362,6 +362,14 @@ void Sampler::fill_logprobs(std::span<const float> logits, int32_t num_top, Samp
   }
 }
 
+void Sampler::logprobs_of(std::span<const float> logits, int32_t token_id,
+                          const SamplingParams& params, SampleOutput* out) {
+  TESSERA_CHECK(token_id >= 0 && token_id < vocab_size_, "token {} outside the vocabulary", token_id);
+  out->token_id = token_id;
+  out->top_logprobs.clear();
+  fill_logprobs(logits, params.logprobs.value_or(0), out);
+}
+
 void Sampler::compute_probs(std::span<const float> logits, const SamplingParams& params,
                             const SeenTokens& seen, std::span<float> probs) {
   TESSERA_CHECK(static_cast<int32_t>(probs.size()) == vocab_size_, "probs has {} entries, vocab {}",

@@ -109,6 +109,11 @@ class Sampler {
   std::vector<float> compute_probs(std::span<const float> logits, const SamplingParams& params,
                                    const SeenTokens& seen);
 
+  // Raw logprobs (as sample() reports them) of a token chosen elsewhere, e.g. by the rejection
+  // sampler: out->token_id, logprob, rank and the top params.logprobs entries.
+  void logprobs_of(std::span<const float> logits, int32_t token_id, const SamplingParams& params,
+                   SampleOutput* out);
+
  private:
   // Steps 1-5. Dense (nothing filtered): every id survives with weight ws_.weights[id].
   // Otherwise the survivors' ids are ws_.indices[0, num), ascending, weights in ws_.weights.

@@ -31,13 +31,16 @@ TEST(SmolLM2Golden, GreedyMatchesLlamaCpp) {
   for (const auto& c : load_cases()) {
     const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
     const auto expected = c.at("greedy_ids").get<std::vector<int32_t>>();
-    testing::SingleSequence seq(**model, 256);
+    testing::SingleSequence seq(**model, 256, 16, 2, kernels::KvDType::kF32);
     std::vector<float> logits = seq.feed(prompt);
     std::vector<int32_t> out;
     while (out.size() < expected.size()) {
       out.push_back(testing::argmax(logits));
       logits = seq.feed({out.back()});
     }
+    size_t first_diff = 0;
+    while (first_diff < out.size() && out[first_diff] == expected[first_diff]) ++first_diff;
+    std::printf("%s: first difference at %zu\n", c.at("name").get<std::string>().c_str(), first_diff);
     EXPECT_EQ(out, expected) << c.at("name");
   }
 }

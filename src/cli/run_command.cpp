@@ -1,0 +1,166 @@
+// tessera run: one prompt (text, a chat message, or token ids), tokens streamed to the terminal as
+// they come, a closing stats line; --json prints one object for scripts instead.
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "util/timer.h"
+
+namespace tessera::cli {
+
+namespace {
+
+constexpr const char* kDefaultChat = "Write a short story about a robot who learns to paint.";
+
+Result<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      return make_error(ErrorCode::kInvalidArgument, "--prompt-ids: '{}' is not a token id", item);
+    }
+  }
+  if (ids.empty()) return make_error(ErrorCode::kInvalidArgument, "--prompt-ids is empty");
+  return ids;
+}
+
+}  // namespace
+
+int run_main(int argc, char** argv) {
+  CLI::App app{"tessera run: generate from one prompt, streaming tokens to the terminal"};
+  EngineConfig config;
+  std::string kv_cache_text;
+  add_engine_flags(app, config, kv_cache_text);
+  std::string prompt, chat, system, prompt_ids_text;
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.max_tokens = 128;
+  bool json = false, no_bos = false, special = false, quiet = false;
+  uint64_t seed = 0;
+  app.add_option("-p,--prompt", prompt, "prompt text (tokenized as the model does; BOS when the model asks)");
+  app.add_option("-c,--chat", chat, "a user message, rendered with the model's chat template");
+  app.add_option("--system", system, "system message for --chat");
+  app.add_option("--prompt-ids", prompt_ids_text, "prompt as comma-separated token ids");
+  app.add_option("-n,--max-tokens", params.max_tokens, "tokens to generate at most");
+  app.add_option("--temperature", params.temperature, "0 = greedy");
+  app.add_option("--top-k", params.top_k);
+  app.add_option("--top-p", params.top_p);
+  app.add_option("--min-p", params.min_p);
+  app.add_option("--repetition-penalty", params.repetition_penalty);
+  app.add_option("--presence-penalty", params.presence_penalty);
+  app.add_option("--frequency-penalty", params.frequency_penalty);
+  app.add_option("--stop", params.stop, "stop string (repeatable)");
+  app.add_option("--seed", seed, "sampling seed");
+  app.add_flag("--ignore-eos", params.ignore_eos, "keep generating past end-of-sequence");
+  app.add_flag("--no-bos", no_bos, "never add BOS to --prompt");
+  app.add_flag("--special", special, "parse special tokens in --prompt");
+  app.add_flag("--json", json, "print one JSON object (ids, text, timings) instead of streaming");
+  app.add_flag("-q,--quiet", quiet, "no start-up summary");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (app.count("--seed")) params.seed = seed;
+  if (const std::string err = finish_engine_flags(config, kv_cache_text); !err.empty()) {
+    std::fprintf(stderr, "tessera run: error: %s\n", err.c_str());
+    return 1;
+  }
+  if (config.max_num_batched_tokens < 2048) config.max_num_batched_tokens = 2048;
+  config.verbose = !quiet && !json;
+  if (config.kv_cache_bytes == 0) config.kv_cache_bytes = int64_t{256} << 20;  // one request
+
+  auto engine = Engine::create(config);
+  if (!engine) {
+    std::fprintf(stderr, "tessera run: error: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  Engine& e = **engine;
+  std::vector<int32_t> ids;
+  if (!prompt_ids_text.empty()) {
+    auto parsed = parse_ids(prompt_ids_text);
+    if (!parsed) {
+      std::fprintf(stderr, "tessera run: error: %s\n", parsed.error().message.c_str());
+      return 1;
+    }
+    ids = std::move(*parsed);
+  } else if (!prompt.empty()) {
+    ids = e.tokenize(prompt, e.model_info().add_bos && !no_bos, special);
+  } else {
+    std::vector<ChatMessage> messages;
+    if (!system.empty()) messages.push_back({"system", system});
+    messages.push_back({"user", chat.empty() ? kDefaultChat : chat});
+    auto rendered = e.apply_chat_template(messages, true);
+    if (!rendered) {
+      std::fprintf(stderr, "tessera run: error: %s\n", rendered.error().message.c_str());
+      return 1;
+    }
+    ids = e.tokenize(*rendered, e.model_info().add_bos, true);
+    if (!json) std::fprintf(stderr, "%s", rendered->c_str());
+  }
+
+  const Clock::time_point start = Clock::now();
+  auto stream = e.submit({ids, params, ""});
+  if (!stream) {
+    std::fprintf(stderr, "tessera run: error: %s\n", stream.error().message.c_str());
+    return 1;
+  }
+  std::vector<int32_t> out_ids;
+  std::string text;
+  double ttft_ms = 0.0, last_ms = 0.0;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+  while (auto ev = (*stream)->next()) {
+    const double t = ms_since(start);
+    if (out_ids.empty() && !ev->token_ids.empty()) ttft_ms = t;
+    if (!ev->token_ids.empty()) last_ms = t;
+    out_ids.insert(out_ids.end(), ev->token_ids.begin(), ev->token_ids.end());
+    text += ev->text_delta;
+    if (!json) {
+      std::fwrite(ev->text_delta.data(), 1, ev->text_delta.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (ev->finish_reason != FinishReason::kNone) {
+      reason = ev->finish_reason;
+      error = ev->error;
+    }
+  }
+  if (reason == FinishReason::kError) {
+    std::fprintf(stderr, "\ntessera run: error: %s\n", error.c_str());
+    return 1;
+  }
+  const double decode_s = (last_ms - ttft_ms) / 1000.0;
+  const double decode_tps = out_ids.size() > 1 && decode_s > 0 ? (out_ids.size() - 1) / decode_s : 0.0;
+  const double prompt_tps = ttft_ms > 0 ? ids.size() / (ttft_ms / 1000.0) : 0.0;
+  const double gbps = decode_tps * static_cast<double>(e.model_info().weight_bytes) / 1e9;
+  if (json) {
+    nlohmann::json j;
+    j["ids"] = out_ids;
+    j["text"] = text;
+    j["prompt_ids"] = ids;
+    j["finish_reason"] = finish_reason_name(reason);
+    j["timings"] = {{"ttft_ms", ttft_ms}, {"prompt_tokens", ids.size()}, {"prompt_tok_per_s", prompt_tps},
+                    {"decode_tokens", out_ids.size()}, {"decode_tok_per_s", decode_tps},
+                    {"decode_gb_per_s", gbps}, {"total_ms", last_ms}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::fprintf(stderr,
+                 "\n[%zu prompt tokens, TTFT %.1f ms (%.0f tok/s) | %zu tokens, %.1f tok/s decode, %.2f GB/s "
+                 "of weights | %s]\n",
+                 ids.size(), ttft_ms, prompt_tps, out_ids.size(), decode_tps, gbps, finish_reason_name(reason));
+  }
+  e.shutdown(std::chrono::milliseconds(0));
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,2 @@
+target_sources(tessera_engine PRIVATE output_processor.cpp engine_impl.cpp engine_loop.cpp engine_step.cpp)
+target_link_libraries(tessera_engine PUBLIC tessera_runner tessera_sched tessera_tokenizer tessera_spec tessera_model)

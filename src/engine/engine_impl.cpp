@@ -1,0 +1,186 @@
+#include "engine/engine_impl.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "sample/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "kernels/kernels_info.h"
+#include "util/log.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int32_t kMaxSamplesPerRequest = 16;    // n at most (as submit() checks)
+constexpr int64_t kDefaultKvCapBytes = int64_t{4} << 30;
+
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return int64_t{8} << 30;
+}
+
+std::vector<double> latency_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  auto impl = EngineImpl::create_impl(config);
+  if (!impl) return impl.error();
+  return std::unique_ptr<Engine>(std::move(*impl));
+}
+
+Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& config) {
+  std::unique_ptr<EngineImpl> e(new EngineImpl());
+  e->config_ = config;
+  if (config.block_size < 1 || config.block_size > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config.block_size);
+  }
+  if (config.kv_dtype != "f16" && config.kv_dtype != "f32") {
+    return make_error(ErrorCode::kInvalidArgument, "kv dtype '{}' must be f16 or f32", config.kv_dtype);
+  }
+  if (config.policy != "continuous" && config.policy != "static") {
+    return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
+  }
+  if (!config.speculative.empty() && config.speculative != "ngram" && config.speculative != "draft") {
+    return make_error(ErrorCode::kInvalidArgument, "speculative '{}' must be ngram or draft", config.speculative);
+  }
+  if (config.speculative == "draft") {
+    return make_error(ErrorCode::kUnsupported, "the draft-model proposer is not wired into the engine yet");
+  }
+
+  auto model = LlamaModel::load(config.model_path, nullptr);
+  if (!model) return model.error();
+  e->model_ = std::move(*model);
+  auto tok = tokenizer::Tokenizer::from_gguf(e->model_->file());
+  if (!tok) return tok.error().with_context("loading tokenizer");
+  e->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(*tok));
+  const ModelConfig& mc = e->model_->config();
+
+  const int32_t max_model_len =
+      config.max_model_len > 0 ? std::min(config.max_model_len, mc.context_length) : std::min(mc.context_length, 8192);
+  const auto kv_dtype = config.kv_dtype == "f32" ? kernels::KvDType::kF32 : kernels::KvDType::kF16;
+  const auto bytes_per_token = static_cast<int64_t>(KvStorage::bytes_per_token(mc, kv_dtype));
+  int64_t budget = config.kv_cache_bytes;
+  if (budget <= 0) {
+    budget = std::min<int64_t>(static_cast<int64_t>(config.kv_cache_memory_fraction * available_memory_bytes()),
+                               kDefaultKvCapBytes);
+  }
+  const int64_t block_bytes = bytes_per_token * config.block_size;
+  const int64_t num_usable_blocks = budget / block_bytes;
+  if (num_usable_blocks < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "KV budget of {} bytes holds no block of {} bytes", budget, block_bytes);
+  }
+  const auto num_blocks = static_cast<int32_t>(std::min<int64_t>(num_usable_blocks + 1, int64_t{1} << 30));
+
+  sched::SchedulerConfig sc;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_model_len = max_model_len;
+  sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
+  sc.enable_chunked_prefill = config.enable_chunked_prefill;
+  sc.block_size = config.block_size;
+  sc.num_blocks = num_blocks;
+  sc.enable_prefix_caching = config.enable_prefix_caching;
+  sc.policy = config.policy == "static" ? sched::SchedulerPolicy::kStatic : sched::SchedulerPolicy::kContinuous;
+  TESSERA_TRY(sched::validate_scheduler_config(sc));
+  e->scheduler_ = std::make_unique<sched::Scheduler>(sc);
+  e->kv_ = std::make_unique<KvStorage>(mc, num_blocks, config.block_size, kv_dtype);
+
+  RunnerConfig rc;
+  rc.max_num_batched_tokens = config.max_num_batched_tokens;
+  rc.max_num_seqs = config.max_num_seqs;
+  rc.max_model_len = max_model_len;
+  rc.max_num_spec_tokens = std::max(1, config.num_speculative_tokens);
+  rc.max_num_samples = kMaxSamplesPerRequest;
+  rc.num_threads = config.num_threads > 0 ? config.num_threads : default_num_threads();
+  e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, rc);
+
+  if (config.speculative == "ngram") {
+    spec::NgramConfig nc;
+    nc.num_speculative_tokens = config.num_speculative_tokens;
+    e->ngram_ = std::make_unique<spec::NgramProposer>(nc);
+    spec::SpeculatorConfig spc;
+    spc.num_speculative_tokens = config.num_speculative_tokens;
+    e->speculator_ = std::make_unique<spec::Speculator>(spc);
+  }
+  e->eos_ids_ = e->tokenizer_->eog_ids();
+
+  ModelInfo& info = e->info_;
+  info.name = mc.name;
+  info.architecture = mc.architecture;
+  info.path = config.model_path;
+  info.vocab_size = mc.vocab_size;
+  info.context_length = max_model_len;
+  info.num_layers = mc.num_layers;
+  info.dim = mc.dim;
+  info.num_heads = mc.num_heads;
+  info.num_kv_heads = mc.num_kv_heads;
+  info.head_dim = mc.head_dim;
+  info.bos_id = e->tokenizer_->bos_id();
+  info.eos_id = e->tokenizer_->eos_id();
+  info.add_bos = e->tokenizer_->add_bos();
+  info.weight_bytes = e->model_->weight_bytes_per_pass();
+  info.kv_cache_bytes = static_cast<int64_t>(num_blocks - 1) * block_bytes;
+  info.num_kv_blocks = num_blocks - 1;
+  info.block_size = config.block_size;
+  info.max_concurrency = static_cast<double>(num_blocks - 1) * config.block_size / max_model_len;
+  if (config.verbose) {
+    std::fprintf(stderr,
+                 "tessera: model %s (%s, %d layers, %d/%d heads), %d threads, kernels %s\n"
+                 "tessera: KV cache %.1f MiB (%s, %lld bytes/token): %d blocks of %d tokens, "
+                 "%.1f requests at the full context of %d tokens\n",
+                 info.name.c_str(), info.architecture.c_str(), info.num_layers, info.num_heads,
+                 info.num_kv_heads, rc.num_threads, std::string(kernels::active_isa()).c_str(),
+                 static_cast<double>(info.kv_cache_bytes) / (1 << 20), config.kv_dtype.c_str(),
+                 static_cast<long long>(bytes_per_token), info.num_kv_blocks, info.block_size,
+                 info.max_concurrency, max_model_len);
+  }
+
+  MetricsSnapshot& m = e->live_metrics_;
+  m.time_to_first_token = Histogram::with_bounds(latency_buckets());
+  m.inter_token_latency = Histogram::with_bounds(latency_buckets());
+  m.e2e_request_latency = Histogram::with_bounds(latency_buckets());
+  m.request_queue_time = Histogram::with_bounds(latency_buckets());
+  m.spec_accepted_per_position.assign(static_cast<size_t>(std::max(1, config.num_speculative_tokens)), 0);
+  e->publish_metrics();
+  e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
+  return e;
+}
+
+EngineImpl::~EngineImpl() { shutdown(std::chrono::milliseconds(0)); }
+
+std::vector<int32_t> EngineImpl::tokenize(const std::string& text, bool add_bos, bool parse_special) const {
+  return tokenizer_->encode(text, add_bos, parse_special);
+}
+
+std::string EngineImpl::detokenize(const std::vector<int32_t>& ids) const {
+  std::vector<int32_t> valid;
+  valid.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id >= 0 && id < info_.vocab_size) valid.push_back(id);
+  }
+  return tokenizer_->decode(valid);
+}
+
+Result<std::string> EngineImpl::apply_chat_template(const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt) const {
+  std::vector<tokenizer::ChatMessage> msgs;
+  msgs.reserve(messages.size());
+  for (const ChatMessage& m : messages) msgs.push_back({m.role, m.content});
+  const std::string source = model_->file().get_string_or("tokenizer.chat_template", "");
+  const std::string bos = info_.bos_id >= 0 ? tokenizer_->token_text(info_.bos_id) : "";
+  const std::string eos = info_.eos_id >= 0 ? tokenizer_->token_text(info_.eos_id) : "";
+  return tokenizer::apply_chat_template(source, msgs, add_generation_prompt, bos, eos);
+}
+
+}  // namespace tessera

@@ -1,0 +1,89 @@
+// EngineImpl: the Engine of include/tessera/engine.h. One engine thread owns the scheduler, the
+// runner and every request's state; other threads talk to it only through the message queue
+// (add / abort), the request streams and the metrics snapshot.
+//
+//   loop:  drain messages (add, abort)          <- submit()/abort() from any thread
+//          out     = scheduler.schedule()
+//          result  = runner.execute(out)         forward + sampling (+ speculative verification)
+//          updates = scheduler.update_from_output(out, result)
+//          per update: detokenize, stop strings, push RequestOutput to the stream, metrics
+//          propose draft tokens for the next step (speculative decoding)
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/engine_requests.h"
+#include "spec/ngram_proposer.h"
+#include "spec/speculator.h"
+#include "model/kv_storage.h"
+#include "model/llama_model.h"
+#include "runner/model_runner.h"
+#include "sched/scheduler.h"
+#include "tessera/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+class EngineImpl final : public Engine {
+ public:
+  static Result<std::unique_ptr<EngineImpl>> create_impl(const EngineConfig& config);
+  ~EngineImpl() override;
+
+  const ModelInfo& model_info() const override { return info_; }
+  std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special) const override;
+  std::string detokenize(const std::vector<int32_t>& ids) const override;
+  Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt) const override;
+  Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
+  void abort(int64_t request_id) override;
+  MetricsSnapshot metrics() const override;
+  int32_t num_unfinished_requests() const override { return num_unfinished_.load(); }
+  void shutdown(std::chrono::milliseconds grace) override;
+
+  // Runs one step on the calling thread (tests drive the engine without its thread).
+  bool step();  // one schedule -> execute -> update; false when nothing ran
+
+ private:
+  EngineImpl() = default;
+  void loop();
+  void drain_messages();
+  void handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
+                      const std::vector<sched::RequestUpdate>& updates);
+  void finish_request_state(ActiveRequest& req);
+  void publish_metrics();
+
+  EngineConfig config_;
+  ModelInfo info_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<KvStorage> kv_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<spec::Speculator> speculator_;
+  std::unique_ptr<spec::NgramProposer> ngram_;
+  std::vector<int32_t> eos_ids_;
+
+  // Engine-thread state.
+  std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // by request id
+  MetricsSnapshot live_metrics_;
+  std::vector<int32_t> spec_context_, spec_drafts_;  // n-gram scratch (prompt ++ output, drafts)
+
+  // Shared with client threads.
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<EngineMessage> messages_;
+  MetricsSnapshot published_metrics_;
+  std::atomic<int64_t> next_request_id_{1};
+  std::atomic<int32_t> num_unfinished_{0};
+  std::atomic<bool> accepting_{true};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_then_stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace tessera

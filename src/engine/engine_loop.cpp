@@ -1,0 +1,212 @@
+// EngineImpl: submission, the engine thread's loop and step, output processing, metrics.
+#include <algorithm>
+
+#include "engine/engine_impl.h"
+#include "sample/sampler.h"
+#include "util/log.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int32_t kMaxSamplesPerRequest = 16;
+constexpr int32_t kMaxQueuedRequests = 4096;
+constexpr uint64_t kSampleSeedStride = 0x9E3779B97F4A7C15ull;  // decorrelates the n samples' streams
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<RequestStream>> EngineImpl::submit(GenerateRequest request) {
+  if (!accepting_.load()) {
+    return make_error(ErrorCode::kResourceExhausted, "the engine is shutting down");
+  }
+  const SamplingParams& p = request.params;
+  const auto num_prompt = static_cast<int64_t>(request.prompt_ids.size());
+  if (num_prompt == 0) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty");
+  for (int32_t id : request.prompt_ids) {
+    if (id < 0 || id >= info_.vocab_size) {
+      return make_error(ErrorCode::kInvalidArgument, "prompt token id {} is outside the vocabulary [0, {})",
+                        id, info_.vocab_size);
+    }
+  }
+  if (p.n < 1 || p.n > kMaxSamplesPerRequest) {
+    return make_error(ErrorCode::kInvalidArgument, "n must be in [1, {}], got {}", kMaxSamplesPerRequest, p.n);
+  }
+  if (p.max_tokens < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "max_tokens must be at least 1, got {}", p.max_tokens);
+  }
+  TESSERA_TRY(sample::validate_sampling_params(p, info_.vocab_size));
+  if (num_prompt >= info_.context_length) {
+    return make_error(ErrorCode::kOutOfRange,
+                      "the prompt has {} tokens, but this model's context is {} tokens", num_prompt,
+                      info_.context_length);
+  }
+  if (num_prompt + p.max_tokens > info_.context_length) {
+    return make_error(ErrorCode::kOutOfRange,
+                      "this model's maximum context length is {} tokens, but {} were requested ({} in the "
+                      "prompt, {} to generate)",
+                      info_.context_length, num_prompt + p.max_tokens, num_prompt, p.max_tokens);
+  }
+  const int64_t blocks_needed = (num_prompt + p.max_tokens + info_.block_size - 1) / info_.block_size;
+  if (blocks_needed > info_.num_kv_blocks) {
+    return make_error(ErrorCode::kOutOfRange,
+                      "the request needs {} KV blocks ({} tokens) but the whole cache has {}; raise the KV "
+                      "budget or lower max_tokens",
+                      blocks_needed, num_prompt + p.max_tokens, info_.num_kv_blocks);
+  }
+  if (num_unfinished_.load() >= kMaxQueuedRequests) {
+    return make_error(ErrorCode::kResourceExhausted, "too many requests in flight ({}); retry later",
+                      kMaxQueuedRequests);
+  }
+
+  auto req = std::make_unique<ActiveRequest>();
+  req->id = next_request_id_.fetch_add(1);
+  req->params = p;
+  req->prompt_ids = std::move(request.prompt_ids);
+  req->arrival = Clock::now();
+  req->stream = std::make_shared<RequestStreamImpl>(req->id, p.n);
+  const uint64_t base_seed = p.seed.has_value() ? *p.seed : config_.seed * 1000003ull + static_cast<uint64_t>(req->id);
+  req->samples.resize(static_cast<size_t>(p.n));
+  for (int32_t i = 0; i < p.n; ++i) {
+    SampleState& s = req->samples[static_cast<size_t>(i)];
+    s.rng = sample::Rng(base_seed + static_cast<uint64_t>(i) * kSampleSeedStride);
+    s.output = std::make_unique<OutputProcessor>(*tokenizer_, p.stop, p.include_stop_str_in_output);
+  }
+  for (SampleState& s : req->samples) req->rng_ptrs.push_back(&s.rng);
+  std::shared_ptr<RequestStream> stream = req->stream;
+  std::string cache_salt = std::move(request.cache_salt);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EngineMessage msg;
+    msg.kind = EngineMessage::Kind::kAdd;
+    msg.request_id = req->id;
+    msg.cache_salt = std::move(cache_salt);
+    msg.request = std::move(req);
+    messages_.push_back(std::move(msg));
+    num_unfinished_.fetch_add(1);
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+void EngineImpl::abort(int64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EngineMessage msg;
+    msg.kind = EngineMessage::Kind::kAbort;
+    msg.request_id = request_id;
+    messages_.push_back(std::move(msg));
+  }
+  cv_.notify_all();
+}
+
+MetricsSnapshot EngineImpl::metrics() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return published_metrics_;
+}
+
+void EngineImpl::shutdown(std::chrono::milliseconds grace) {
+  accepting_.store(false);
+  const auto deadline = Clock::now() + grace;
+  while (num_unfinished_.load() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineImpl::drain_messages() {
+  std::deque<EngineMessage> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch.swap(messages_);
+  }
+  for (EngineMessage& msg : batch) {
+    if (msg.kind == EngineMessage::Kind::kAdd) {
+      ActiveRequest& req = *msg.request;
+      sched::NewRequest nr;
+      nr.id = req.id;
+      nr.prompt_token_ids = req.prompt_ids;
+      nr.stop = sched::stop_params_from(req.params, eos_ids_);
+      nr.num_samples = req.params.n;
+      nr.cache_salt = msg.cache_salt;
+      Status added = scheduler_->add_request(std::move(nr));
+      if (!added.ok()) {
+        for (int32_t i = 0; i < req.params.n; ++i) {
+          RequestOutput out;
+          out.sample_index = i;
+          out.finish_reason = FinishReason::kError;
+          out.error = added.error().message;
+          out.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
+          req.stream->push(std::move(out));
+        }
+        num_unfinished_.fetch_sub(1);
+        continue;
+      }
+      live_metrics_.prompt_tokens += static_cast<int64_t>(req.prompt_ids.size());
+      requests_.emplace(req.id, std::move(msg.request));
+    } else {
+      auto it = requests_.find(msg.request_id);
+      if (it == requests_.end()) continue;
+      scheduler_->abort_request(msg.request_id);
+      ActiveRequest& req = *it->second;
+      for (size_t i = 0; i < req.samples.size(); ++i) {
+        SampleState& s = req.samples[i];
+        if (s.finished) continue;
+        s.finished = true;
+        RequestOutput out;
+        out.sample_index = static_cast<int32_t>(i);
+        out.finish_reason = FinishReason::kAbort;
+        out.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
+        out.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
+        out.num_output_tokens = static_cast<int32_t>(s.output_ids.size());
+        req.stream->push(std::move(out));
+      }
+      live_metrics_.num_requests_aborted += 1;
+      finish_request_state(req);
+      requests_.erase(it);
+    }
+  }
+}
+
+void EngineImpl::finish_request_state(ActiveRequest& req) {
+  live_metrics_.e2e_request_latency.observe(seconds_between(req.arrival, Clock::now()));
+  live_metrics_.num_requests_finished += 1;
+  num_unfinished_.fetch_sub(1);
+}
+
+void EngineImpl::loop() {
+  while (true) {
+    drain_messages();
+    if (stop_.load()) break;
+    if (!scheduler_->has_unfinished_requests()) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return !messages_.empty() || stop_.load(); });
+      continue;
+    }
+    step();
+  }
+  // Shutting down: whatever is still in flight is aborted, and its client told so.
+  for (auto& [id, req] : requests_) {
+    scheduler_->abort_request(id);
+    for (size_t i = 0; i < req->samples.size(); ++i) {
+      if (req->samples[i].finished) continue;
+      RequestOutput out;
+      out.sample_index = static_cast<int32_t>(i);
+      out.finish_reason = FinishReason::kAbort;
+      req->stream->push(std::move(out));
+    }
+    num_unfinished_.fetch_sub(1);
+  }
+  requests_.clear();
+  publish_metrics();
+}
+
+}  // namespace tessera

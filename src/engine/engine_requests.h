@@ -1,0 +1,43 @@
+// The engine thread's per-request state, and the messages client threads send it.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/output_processor.h"
+#include "engine/request_stream.h"
+#include "sample/rng.h"
+#include "tessera/engine.h"
+#include "util/timer.h"
+
+namespace tessera {
+
+struct SampleState {
+  std::vector<int32_t> output_ids;          // generated tokens of this sample
+  std::unique_ptr<OutputProcessor> output;  // detokenizer + stop strings
+  sample::Rng rng;
+  bool finished = false;
+  Clock::time_point last_token_time;
+};
+
+struct ActiveRequest {
+  int64_t id = 0;
+  SamplingParams params;
+  std::vector<int32_t> prompt_ids;
+  std::vector<SampleState> samples;                 // [n]
+  std::vector<sample::Rng*> rng_ptrs;               // [n] into samples (runner lookup)
+  std::shared_ptr<RequestStreamImpl> stream;
+  Clock::time_point arrival;
+  std::optional<Clock::time_point> first_scheduled, first_token;
+  int32_t num_cached_prompt_tokens = 0;
+  int32_t num_finished_samples = 0;
+};
+
+struct EngineMessage {
+  enum class Kind { kAdd, kAbort } kind = Kind::kAdd;
+  std::unique_ptr<ActiveRequest> request;  // kAdd
+  int64_t request_id = 0;                  // both
+  std::string cache_salt;                  // kAdd
+};
+
+}  // namespace tessera

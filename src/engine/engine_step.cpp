@@ -1,0 +1,206 @@
+// EngineImpl::step: schedule -> execute -> update across plain-data boundaries, then the outputs.
+#include <algorithm>
+
+#include "engine/engine_impl.h"
+
+namespace tessera {
+
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+FinishReason finish_reason_of(sched::RequestStatus s) {
+  switch (s) {
+    case sched::RequestStatus::kFinishedStopped: return FinishReason::kStop;
+    case sched::RequestStatus::kFinishedLength: return FinishReason::kLength;
+    case sched::RequestStatus::kFinishedAborted: return FinishReason::kAbort;
+    case sched::RequestStatus::kFinishedError: return FinishReason::kError;
+    default: return FinishReason::kNone;
+  }
+}
+
+}  // namespace
+
+bool EngineImpl::step() {
+  sched::SchedulerOutput out = scheduler_->schedule();
+  if (out.seqs.empty()) {
+    publish_metrics();
+    return false;
+  }
+  const Clock::time_point now = Clock::now();
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) continue;
+    ActiveRequest& req = *it->second;
+    if (!req.first_scheduled) {
+      req.first_scheduled = now;
+      req.num_cached_prompt_tokens = s.start_position;  // a prefix-cache hit starts the seq ahead
+      live_metrics_.request_queue_time.observe(seconds_between(req.arrival, now));
+    }
+  }
+
+  const SamplingLookup lookup = [this](const sched::ScheduledSeq& s) {
+    SequenceSampling ss;
+    auto it = requests_.find(s.request_id);
+    TESSERA_CHECK(it != requests_.end(), "no state for request {}", s.request_id);
+    ActiveRequest& req = *it->second;
+    ss.params = &req.params;
+    ss.rngs = req.rng_ptrs;
+    ss.prompt = req.prompt_ids;
+    ss.output = req.samples[static_cast<size_t>(s.sample_index)].output_ids;
+    return ss;
+  };
+  const RunnerOutput result = runner_->execute(out, lookup);
+  const std::vector<sched::RequestUpdate> updates = scheduler_->update_from_output(out, result.sampled);
+  live_metrics_.num_steps += 1;
+  live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());
+  live_metrics_.lane_steps_total += config_.max_num_seqs;
+  handle_updates(out, result, updates);
+  publish_metrics();
+  return true;
+}
+
+void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
+                                const std::vector<sched::RequestUpdate>& updates) {
+  const Clock::time_point now = Clock::now();
+  // Speculation outcomes of this step.
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
+    if (s.num_spec_tokens == 0 || !s.needs_logits) continue;
+    const int32_t accepted = result.num_accepted_drafts[i];
+    live_metrics_.spec_num_drafts += 1;
+    live_metrics_.spec_num_draft_tokens += s.num_spec_tokens;
+    live_metrics_.spec_num_accepted_tokens += accepted;
+    for (int32_t p = 0; p < accepted && p < static_cast<int32_t>(live_metrics_.spec_accepted_per_position.size()); ++p) {
+      live_metrics_.spec_accepted_per_position[static_cast<size_t>(p)] += 1;
+    }
+    if (speculator_) speculator_->record(s.seq_id, s.num_spec_tokens, accepted);
+  }
+  // Logprobs by sequence id (when asked).
+  auto logprobs_of = [&](int64_t seq_id) -> const SampledLogprobs* {
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      if (out.seqs[i].seq_id == seq_id) return &result.logprobs[i];
+    }
+    return nullptr;
+  };
+
+  std::vector<std::pair<int64_t, int64_t>> decoding;  // (seq id, request id) still running
+  for (const sched::RequestUpdate& u : updates) {
+    auto it = requests_.find(u.request_id);
+    if (it == requests_.end()) continue;
+    ActiveRequest& req = *it->second;
+    SampleState& sample = req.samples[static_cast<size_t>(u.sample_index)];
+    if (sample.finished) continue;
+    RequestOutput ev;
+    ev.sample_index = u.sample_index;
+    bool stopped_by_string = false;
+    const SampledLogprobs* lp = req.params.logprobs ? logprobs_of(u.seq_id) : nullptr;
+    for (size_t t = 0; t < u.new_token_ids.size(); ++t) {
+      const int32_t token = u.new_token_ids[t];
+      sample.output_ids.push_back(token);
+      ev.token_ids.push_back(token);
+      if (lp) {
+        // A parallel-sampling root's row holds one entry per sample.
+        const size_t k = lp->tokens.size() == req.samples.size() && u.new_token_ids.size() == 1
+                             ? static_cast<size_t>(u.sample_index) : t;
+        if (k < lp->tokens.size()) {
+          ev.logprobs.push_back({token, lp->tokens[k].logprob});
+          std::vector<TokenLogprob> top;
+          for (const auto& e : lp->tokens[k].top_logprobs) top.push_back({e.token_id, e.logprob});
+          ev.top_logprobs.push_back(std::move(top));
+        }
+      }
+      OutputProcessor::Delta d = sample.output->append(token);
+      ev.text_delta += d.text;
+      if (d.stop_matched) {
+        stopped_by_string = true;
+        break;
+      }
+    }
+    live_metrics_.generation_tokens += static_cast<int64_t>(ev.token_ids.size());
+    if (!ev.token_ids.empty()) {
+      if (!req.first_token) {
+        req.first_token = now;
+        live_metrics_.time_to_first_token.observe(seconds_between(req.arrival, now));
+      } else {
+        live_metrics_.inter_token_latency.observe(seconds_between(sample.last_token_time, now));
+      }
+      sample.last_token_time = now;
+    }
+    if (stopped_by_string) {
+      if (!u.finished()) scheduler_->finish_request(u.seq_id, sched::RequestStatus::kFinishedStopped);
+      ev.finish_reason = FinishReason::kStop;
+    } else if (u.finished()) {
+      ev.finish_reason = finish_reason_of(u.status);
+      ev.text_delta += sample.output->flush();
+    } else {
+      decoding.emplace_back(u.seq_id, u.request_id);
+    }
+    ev.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
+    ev.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
+    ev.num_output_tokens = static_cast<int32_t>(sample.output_ids.size());
+    const bool final_event = ev.finish_reason != FinishReason::kNone;
+    req.stream->push(std::move(ev));
+    if (final_event) {
+      sample.finished = true;
+      if (speculator_) speculator_->remove(u.seq_id);
+      if (++req.num_finished_samples == static_cast<int32_t>(req.samples.size())) {
+        finish_request_state(req);
+        requests_.erase(it);
+      }
+    }
+  }
+
+  // Draft tokens for the next step (n-gram speculation), for sequences that are decoding.
+  if (!ngram_) return;
+  const int32_t num_running = scheduler_->num_running();
+  for (const auto& [seq_id, request_id] : decoding) {
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) continue;
+    ActiveRequest& req = *it->second;
+    const SamplingParams& p = req.params;
+    int32_t k = speculator_->num_tokens_to_propose(seq_id, num_running);
+    if (k <= 0) continue;
+    // Find the sample of this sequence: the one whose output was just extended.
+    SampleState* sample = nullptr;
+    for (const sched::RequestUpdate& u : updates) {
+      if (u.seq_id == seq_id) sample = &req.samples[static_cast<size_t>(u.sample_index)];
+    }
+    if (!sample) continue;
+    const auto num_output = static_cast<int32_t>(sample->output_ids.size());
+    const auto num_total = static_cast<int32_t>(req.prompt_ids.size()) + num_output;
+    k = std::min({k, p.max_tokens - num_output - 1, info_.context_length - num_total - 1});
+    if (k <= 0) continue;
+    spec_context_.assign(req.prompt_ids.begin(), req.prompt_ids.end());
+    spec_context_.insert(spec_context_.end(), sample->output_ids.begin(), sample->output_ids.end());
+    spec_drafts_.resize(static_cast<size_t>(k));
+    const int32_t found = ngram_->propose(spec_context_, spec_drafts_);
+    if (found <= 0) {
+      speculator_->record_miss(seq_id);
+      continue;
+    }
+    scheduler_->set_spec_token_ids(seq_id, {spec_drafts_.begin(), spec_drafts_.begin() + found});
+  }
+}
+
+void EngineImpl::publish_metrics() {
+  const sched::SchedulerStats st = scheduler_->stats();
+  MetricsSnapshot& m = live_metrics_;
+  m.num_requests_running = st.num_running;
+  m.num_requests_waiting = st.num_waiting;
+  m.kv_cache_usage = st.kv.usage;
+  m.num_kv_blocks_total = st.kv.num_blocks_total;
+  m.num_kv_blocks_free = st.kv.num_blocks_free;
+  m.num_kv_blocks_cached = st.kv.num_blocks_cached;
+  m.prefix_cache_queries = st.kv.prefix_query_tokens;
+  m.prefix_cache_hits = st.kv.prefix_hit_tokens;
+  m.num_preemptions = st.num_preemptions;
+  m.num_kv_evictions = st.kv.num_evictions;
+  m.num_cow_copies = st.kv.num_cow_copies;
+  std::lock_guard<std::mutex> lock(mutex_);
+  published_metrics_ = m;
+}
+
+}  // namespace tessera

@@ -1,0 +1,152 @@
+#include "runner/model_runner.h"
+
+#include <algorithm>
+
+namespace tessera {
+
+ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config)
+    : model_(model),
+      kv_(kv),
+      config_(config),
+      pool_(config.num_threads),
+      workspace_(model.config(), config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len,
+                 config.num_threads),
+      sampler_(model.config().vocab_size),
+      rejection_sampler_(model.config().vocab_size, config.max_num_spec_tokens) {
+  const auto max_tokens = static_cast<size_t>(config.max_num_batched_tokens);
+  const auto max_seqs = static_cast<size_t>(config.max_num_seqs);
+  tokens_.reserve(max_tokens);
+  positions_.reserve(max_tokens);
+  slots_.reserve(max_tokens);
+  query_start_loc_.reserve(max_seqs + 1);
+  seq_lens_.reserve(max_seqs);
+  indptr_.reserve(max_seqs + 1);
+  indices_.reserve(max_seqs * static_cast<size_t>((config.max_model_len + kv.block_size() - 1) / kv.block_size() + 1));
+  logits_rows_.reserve(max_tokens);
+  // Every logits row a step can ask for: each sequence's drafts + 1, within the token budget.
+  const size_t max_rows = std::min(max_tokens, max_seqs * static_cast<size_t>(config.max_num_spec_tokens + 1));
+  logits_.resize(max_rows * static_cast<size_t>(model.config().vocab_size));
+  spec_scratch_.resize(static_cast<size_t>(config.max_num_spec_tokens + 1));
+}
+
+std::span<const float> ModelRunner::last_logits() const {
+  return {logits_.data(), static_cast<size_t>(num_logits_rows_) * static_cast<size_t>(model_.config().vocab_size)};
+}
+
+void ModelRunner::build_batch(const sched::SchedulerOutput& out) {
+  const int32_t block_size = kv_.block_size();
+  tokens_.clear();
+  positions_.clear();
+  slots_.clear();
+  query_start_loc_.assign(1, 0);
+  seq_lens_.clear();
+  indptr_.assign(1, 0);
+  indices_.clear();
+  logits_rows_.clear();
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    const auto n = static_cast<int32_t>(s.token_ids.size());
+    TESSERA_CHECK(n > 0, "sequence {} scheduled with no tokens", s.seq_id);
+    const int32_t first_row = static_cast<int32_t>(tokens_.size());
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t pos = s.start_position + i;
+      const size_t block_index = static_cast<size_t>(pos / block_size);
+      TESSERA_CHECK(block_index < s.block_table.size(), "seq {}: position {} has no block", s.seq_id, pos);
+      tokens_.push_back(s.token_ids[static_cast<size_t>(i)]);
+      positions_.push_back(pos);
+      slots_.push_back(int64_t{s.block_table[block_index]} * block_size + pos % block_size);
+    }
+    query_start_loc_.push_back(static_cast<int32_t>(tokens_.size()));
+    seq_lens_.push_back(s.start_position + n);
+    const auto num_blocks = static_cast<size_t>((s.start_position + n + block_size - 1) / block_size);
+    indices_.insert(indices_.end(), s.block_table.begin(), s.block_table.begin() + static_cast<std::ptrdiff_t>(num_blocks));
+    indptr_.push_back(static_cast<int32_t>(indices_.size()));
+    if (s.needs_logits) {
+      for (int32_t r = n - 1 - s.num_spec_tokens; r < n; ++r) logits_rows_.push_back(first_row + r);
+    }
+  }
+  TESSERA_CHECK(static_cast<int32_t>(tokens_.size()) <= config_.max_num_batched_tokens,
+                "step of {} tokens exceeds the budget {}", tokens_.size(), config_.max_num_batched_tokens);
+}
+
+RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup) {
+  RunnerOutput result;
+  result.sampled.sampled_token_ids.resize(out.seqs.size());
+  result.logprobs.resize(out.seqs.size());
+  result.num_accepted_drafts.assign(out.seqs.size(), 0);
+  for (const kv::CowCopy& copy : out.cow_copies) kv_.copy_block(copy.src_block, copy.dst_block);
+  num_logits_rows_ = 0;
+  if (out.seqs.empty()) return result;
+
+  build_batch(out);
+  ForwardBatch batch;
+  batch.tokens = tokens_;
+  batch.positions = positions_;
+  batch.attn.num_seqs = static_cast<int32_t>(out.seqs.size());
+  batch.attn.num_tokens = static_cast<int32_t>(tokens_.size());
+  batch.attn.query_start_loc = query_start_loc_.data();
+  batch.attn.seq_lens = seq_lens_.data();
+  batch.attn.block_table_indptr = indptr_.data();
+  batch.attn.block_table_indices = indices_.data();
+  batch.attn.slot_mapping = slots_.data();
+  batch.logits_rows = logits_rows_;
+  num_logits_rows_ = static_cast<int32_t>(logits_rows_.size());
+  TESSERA_CHECK(static_cast<size_t>(num_logits_rows_) * model_.config().vocab_size <= logits_.size(),
+                "{} logits rows exceed the preallocated buffer", num_logits_rows_);
+  model_.forward(batch, kv_, workspace_, pool_, logits_.data());
+
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  size_t row = 0;
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
+    if (!s.needs_logits) continue;
+    const float* rows = logits_.data() + row * vocab;
+    row += static_cast<size_t>(s.num_spec_tokens + 1);
+    sample_sequence(s, rows, lookup(s), result.sampled.sampled_token_ids[i], result.logprobs[i],
+                    result.num_accepted_drafts[i]);
+  }
+  return result;
+}
+
+void ModelRunner::sample_sequence(const sched::ScheduledSeq& seq, const float* rows, SequenceSampling s,
+                                  std::vector<int32_t>& tokens, SampledLogprobs& logprobs,
+                                  int32_t& num_accepted) {
+  TESSERA_CHECK(s.params != nullptr && !s.rngs.empty(), "no sampling state for seq {}", seq.seq_id);
+  const SamplingParams& params = *s.params;
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  const bool want_logprobs = params.logprobs.has_value();
+  sample::SeenTokens seen{s.prompt, s.output, {}};
+
+  if (seq.num_spec_tokens == 0) {
+    // One token per sample from the last row; a parallel-sampling root draws all n here.
+    for (int32_t k = 0; k < seq.num_samples; ++k) {
+      const size_t stream = std::min(static_cast<size_t>(seq.sample_index + k), s.rngs.size() - 1);
+      sample::SampleOutput detail;
+      const int32_t token = sampler_.sample({rows, vocab}, params, seen, *s.rngs[stream],
+                                            want_logprobs ? &detail : nullptr);
+      tokens.push_back(token);
+      if (want_logprobs) logprobs.tokens.push_back(std::move(detail));
+    }
+    return;
+  }
+
+  // Speculative verification: rows hold the target's logits after each of the k drafts' prefixes.
+  const auto k = static_cast<size_t>(seq.num_spec_tokens);
+  std::span<const int32_t> drafts(seq.token_ids.data() + seq.token_ids.size() - k, k);
+  const sample::RejectionResult r = rejection_sampler_.verify_logits(
+      sampler_, drafts, s.draft_probs, {rows, (k + 1) * vocab}, params, seen,
+      *s.rngs[static_cast<size_t>(std::min<int32_t>(seq.sample_index, static_cast<int32_t>(s.rngs.size()) - 1))],
+      spec_scratch_);
+  num_accepted = r.num_accepted;
+  tokens.assign(spec_scratch_.begin(), spec_scratch_.begin() + r.num_emitted());
+  if (want_logprobs) {
+    // Logprobs of the emitted tokens from their target rows (raw logits, as without speculation).
+    for (int32_t j = 0; j < r.num_emitted(); ++j) {
+      sample::SampleOutput detail;
+      sampler_.logprobs_of({rows + static_cast<size_t>(j) * vocab, vocab}, tokens[static_cast<size_t>(j)],
+                           params, &detail);
+      logprobs.tokens.push_back(std::move(detail));
+    }
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,91 @@
+// ModelRunner: SchedulerOutput -> attention metadata (CSR block tables, slot mapping, positions)
+// -> one forward over the ragged batch -> logits of the rows that need them -> sampled tokens.
+// All buffers are preallocated for the step limits: a steady-state step allocates nothing here.
+//
+// Per step, for the scheduled sequences s = 0..S-1 in schedule order:
+//   tokens/positions     [num_tokens]      seq s's tokens at start_position + i
+//   query_start_loc      [S + 1]           rows of seq s: [qsl[s], qsl[s+1])
+//   seq_lens             [S]               start_position + num_tokens
+//   block_table_indptr   [S + 1]           CSR into block_table_indices
+//   slot_mapping         [num_tokens]      block_table[p / block_size] * block_size + p % block_size
+//   logits_rows          [R]               last num_spec_tokens + 1 rows of each seq needing logits
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/kv_storage.h"
+#include "model/llama_model.h"
+#include "sample/rejection_sampler.h"
+#include "sample/rng.h"
+#include "sample/sampler.h"
+#include "sched/scheduler_output.h"
+#include "tessera/sampling_params.h"
+
+namespace tessera {
+
+struct RunnerConfig {
+  int32_t max_num_batched_tokens = 512;  // tokens per step at most
+  int32_t max_num_seqs = 64;             // sequences per step at most
+  int32_t max_model_len = 2048;          // context per sequence at most
+  int32_t max_num_spec_tokens = 8;       // draft tokens per sequence per step at most
+  int32_t max_num_samples = 16;          // n at most (parallel sampling)
+  int32_t num_threads = 1;
+};
+
+// What sampling needs to know about one sequence: its parameters, its random stream per sample
+// and the tokens it has seen (penalties). Owned by the engine; looked up per step.
+struct SequenceSampling {
+  const SamplingParams* params = nullptr;
+  std::vector<sample::Rng*> rngs;            // [n]: the stream of each sample (index = sample_index)
+  std::span<const int32_t> prompt;           // prompt token ids
+  std::span<const int32_t> output;           // generated so far (this sample)
+  std::span<const float> draft_probs;        // [k][vocab] draft distributions, empty for n-gram
+};
+using SamplingLookup = std::function<SequenceSampling(const sched::ScheduledSeq&)>;
+
+// Per sampled token, when the request asked for logprobs.
+struct SampledLogprobs {
+  std::vector<sample::SampleOutput> tokens;  // one per sampled token of the sequence
+};
+
+struct RunnerOutput {
+  sched::ModelRunnerOutput sampled;          // what the scheduler consumes
+  std::vector<SampledLogprobs> logprobs;     // [seqs.size()] (empty entries when not asked)
+  std::vector<int32_t> num_accepted_drafts;  // [seqs.size()] accepted draft tokens (speculation)
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config);
+
+  // Runs one step. lookup(seq) is called for every sequence that needs logits.
+  RunnerOutput execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup);
+
+  // Logits of the last step's rows [num_logits_rows][vocab] (draft model proposer, tests).
+  std::span<const float> last_logits() const;
+  ThreadPool& pool() { return pool_; }
+  const RunnerConfig& config() const { return config_; }
+
+ private:
+  void build_batch(const sched::SchedulerOutput& out);
+  void sample_sequence(const sched::ScheduledSeq& seq, const float* rows, SequenceSampling s,
+                       std::vector<int32_t>& tokens, SampledLogprobs& logprobs, int32_t& num_accepted);
+
+  const LlamaModel& model_;
+  KvStorage& kv_;
+  RunnerConfig config_;
+  ThreadPool pool_;
+  ForwardWorkspace workspace_;
+  sample::Sampler sampler_;
+  sample::RejectionSampler rejection_sampler_;
+  // The step's batch (capacity reserved once).
+  std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
+  std::vector<int64_t> slots_;
+  std::vector<float> logits_;              // [max rows][vocab]
+  int32_t num_logits_rows_ = 0;
+  std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification
+};
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+#include "spec/speculator.h"
+
+#include <algorithm>
+
+namespace tessera::spec {
+
+int32_t Speculator::num_tokens_to_propose(int64_t seq_id, int32_t num_running) {
+  if (config_.num_speculative_tokens <= 0 || num_running > config_.max_batch_for_spec) return 0;
+  SeqStats& s = seqs_[seq_id];
+  if (s.next_backoff == 0) s.next_backoff = config_.initial_backoff_steps;
+  if (s.backoff > 0) {
+    --s.backoff;
+    return 0;
+  }
+  const int32_t k = config_.num_speculative_tokens;
+  // Full k while drafts are mostly accepted, half as acceptance falls toward the floor.
+  if (s.alpha >= 0.6) return k;
+  return std::max(1, k / 2);
+}
+
+void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
+  if (proposed <= 0) return;
+  SeqStats& s = seqs_[seq_id];
+  s.num_misses = 0;
+  const double rate = static_cast<double>(accepted) / proposed;
+  s.alpha = (1.0 - config_.ema_weight) * s.alpha + config_.ema_weight * rate;
+  if (s.alpha < config_.min_acceptance) {
+    s.backoff = s.next_backoff;
+    s.next_backoff = std::min(config_.max_backoff_steps, s.next_backoff * 2);
+    s.alpha = config_.min_acceptance + 0.1;  // give it a fair retry after the back-off
+  } else if (rate >= 0.5) {
+    s.next_backoff = config_.initial_backoff_steps;
+  }
+}
+
+void Speculator::record_miss(int64_t seq_id) {
+  SeqStats& s = seqs_[seq_id];
+  if (++s.num_misses >= 4) {  // repeated misses: stop searching for a while
+    s.backoff = s.next_backoff;
+    s.next_backoff = std::min(config_.max_backoff_steps, std::max(1, s.next_backoff) * 2);
+    s.num_misses = 0;
+  }
+}
+
+double Speculator::acceptance(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? 0.0 : it->second.alpha;
+}
+
+}  // namespace tessera::spec

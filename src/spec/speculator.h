@@ -1,0 +1,55 @@
+// Speculator: decides, per decoding sequence and step, whether to speculate and how many draft
+// tokens to ask the proposer for — so that speculation never makes things slower:
+//   * per sequence, an exponential moving average of the acceptance rate α picks k
+//     (full k while α is high, fewer tokens as it drops, none — with exponential back-off
+//     before trying again — when drafts keep being rejected);
+//   * per step, no speculation once the batch holds more than max_batch_for_spec sequences:
+//     batched decode is then no longer memory-bound, and verifying k extra tokens per sequence
+//     costs real compute.
+// Expected tokens per target step for acceptance α and k drafts: (1 − α^(k+1)) / (1 − α).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "spec/ngram_proposer.h"
+
+namespace tessera::spec {
+
+struct SpeculatorConfig {
+  int32_t num_speculative_tokens = 4;  // k at most
+  int32_t max_batch_for_spec = 4;      // speculate only while running sequences <= this
+  double min_acceptance = 0.3;         // below this EMA acceptance, back off
+  double ema_weight = 0.3;             // weight of the newest step in the EMA
+  int32_t initial_backoff_steps = 4;   // steps without speculation after a low-acceptance verdict
+  int32_t max_backoff_steps = 64;
+};
+
+class Speculator {
+ public:
+  explicit Speculator(const SpeculatorConfig& config) : config_(config) {}
+
+  const SpeculatorConfig& config() const { return config_; }
+  // How many draft tokens to propose for this sequence this step (0 = do not speculate).
+  int32_t num_tokens_to_propose(int64_t seq_id, int32_t num_running);
+  // Outcome of a verification: `proposed` drafts, `accepted` of them accepted.
+  void record(int64_t seq_id, int32_t proposed, int32_t accepted);
+  // A step where the proposer found nothing for the sequence (n-gram miss): counts toward backoff.
+  void record_miss(int64_t seq_id);
+  void remove(int64_t seq_id) { seqs_.erase(seq_id); }
+
+  double acceptance(int64_t seq_id) const;
+
+ private:
+  struct SeqStats {
+    double alpha = 0.7;        // EMA of per-token acceptance (optimistic start)
+    int32_t backoff = 0;       // steps left without speculation
+    int32_t next_backoff = 0;  // length of the next back-off
+    int32_t num_misses = 0;    // consecutive proposer misses
+  };
+  SpeculatorConfig config_;
+  std::unordered_map<int64_t, SeqStats> seqs_;
+};
+
+}  // namespace tessera::spec
