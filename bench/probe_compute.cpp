@@ -41,7 +41,8 @@ __attribute__((target("avx512f"))) double fma_avx512(float* sink) {
   for (int64_t i = 0; i < kIters; ++i) {
     for (int k = 0; k < 10; ++k) a[k] = _mm512_fmadd_ps(a[k], m, c);
   }
-  *sink = _mm512_reduce_add_ps(a[0]) + _mm512_reduce_add_ps(a[9]);
+  for (int k = 1; k < 10; ++k) a[0] = _mm512_add_ps(a[0], a[k]);  // every chain is live
+  *sink = _mm512_reduce_add_ps(a[0]);
   return 2.0 * 16 * 10 * kIters;
 }
 
@@ -53,22 +54,26 @@ __attribute__((target("avx512f,avx512vnni"))) double int8_vnni(float* sink) {
   for (int64_t i = 0; i < kIters; ++i) {
     for (int k = 0; k < 10; ++k) a[k] = _mm512_dpbusd_epi32(a[k], u, s);
   }
-  *sink = static_cast<float>(_mm512_reduce_add_epi32(a[0]) + _mm512_reduce_add_epi32(a[9]));
+  for (int k = 1; k < 10; ++k) a[0] = _mm512_add_epi32(a[0], a[k]);  // every chain is live
+  *sink = static_cast<float>(_mm512_reduce_add_epi32(a[0]));
   return 2.0 * 64 * 10 * kIters;
 }
 
 __attribute__((target("avx2"))) double int8_avx2(float* sink) {
   __m256i a[10];
   for (int k = 0; k < 10; ++k) a[k] = _mm256_set1_epi32(k);
-  const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
-  __m256i uu = u;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[10];  // a different operand per chain, so no product is shared (common-subexpression)
+  for (int k = 0; k < 10; ++k) s[k] = _mm256_set1_epi8(static_cast<char>(k - 5));
+  __m256i uu = _mm256_set1_epi8(3);
   for (int64_t i = 0; i < kIters; ++i) {
     __asm__ volatile("" : "+x"(uu));  // opaque each step: the products cannot be hoisted
     for (int k = 0; k < 10; ++k) {
-      a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(_mm256_maddubs_epi16(uu, s), ones));
+      a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(_mm256_maddubs_epi16(uu, s[k]), ones));
     }
   }
-  *sink = static_cast<float>(_mm256_extract_epi32(a[0], 0) + _mm256_extract_epi32(a[9], 7));
+  for (int k = 1; k < 10; ++k) a[0] = _mm256_add_epi32(a[0], a[k]);  // every chain is live
+  *sink = static_cast<float>(_mm256_extract_epi32(a[0], 0) + _mm256_extract_epi32(a[0], 7));
   return 2.0 * 32 * 10 * kIters;
 }
 
