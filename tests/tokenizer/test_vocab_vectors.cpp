@@ -1,6 +1,8 @@
 // Every test vector of the llama.cpp vocab files (gpt-2, llama-spm, starcoder) reproduced exactly,
 // by the fast encoder and by its reference twin; decode(encode(s)) == s round trips; the
 // stories260K tokenize cases.
+#include <thread>
+
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -63,6 +65,24 @@ INSTANTIATE_TEST_SUITE_P(Files, VocabVectors,
                            for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
                            return n;
                          });
+
+TEST(Tokenizer, ConcurrentEncodesAgree) {
+  // The per-word cache is shared: four threads encoding at once get the single-thread ids.
+  const std::string path = tokenizer_data("ggml-vocab-starcoder.gguf");
+  const Tokenizer tok = load_tokenizer(path);
+  const std::vector<testing::VocabCase> cases = load_cases(path);
+  std::vector<int> num_wrong(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        for (const testing::VocabCase& c : cases) num_wrong[t] += tok.encode(c.text, false, false) != c.ids;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(num_wrong, (std::vector<int>{0, 0, 0, 0}));
+}
 
 TEST(Stories260K, TokenizeCases) {
   const std::string dir = TESSERA_TESTDATA_DIR "/models/";
