@@ -54,9 +54,6 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   if (!config.speculative.empty() && config.speculative != "ngram" && config.speculative != "draft") {
     return make_error(ErrorCode::kInvalidArgument, "speculative '{}' must be ngram or draft", config.speculative);
   }
-  if (config.speculative == "draft") {
-    return make_error(ErrorCode::kUnsupported, "the draft-model proposer is not wired into the engine yet");
-  }
 
   auto model = LlamaModel::load(config.model_path, nullptr);
   if (!model) return model.error();
@@ -105,13 +102,8 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   rc.num_threads = config.num_threads > 0 ? config.num_threads : default_num_threads();
   e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, rc);
 
-  if (config.speculative == "ngram") {
-    spec::NgramConfig nc;
-    nc.num_speculative_tokens = config.num_speculative_tokens;
-    e->ngram_ = std::make_unique<spec::NgramProposer>(nc);
-    spec::SpeculatorConfig spc;
-    spc.num_speculative_tokens = config.num_speculative_tokens;
-    e->speculator_ = std::make_unique<spec::Speculator>(spc);
+  if (!config.speculative.empty()) {
+    TESSERA_TRY(e->create_draft_proposer(sc, rc, kv_dtype));  // n-gram or draft model (engine_spec.cpp)
   }
   e->eos_ids_ = e->tokenizer_->eog_ids();
 

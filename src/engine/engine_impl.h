@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "engine/engine_requests.h"
+#include "spec/draft_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/speculator.h"
 #include "model/kv_storage.h"
@@ -55,6 +56,13 @@ class EngineImpl final : public Engine {
   void handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
                       const std::vector<sched::RequestUpdate>& updates);
   void finish_request_state(ActiveRequest& req);
+  // Speculation (engine_spec.cpp): proposer set-up at create time; after each step's updates,
+  // drafts for the sequences still decoding; the q rows of a scheduled sequence's drafts.
+  Status create_draft_proposer(const sched::SchedulerConfig& sc, const RunnerConfig& rc,
+                               kernels::KvDType kv_dtype);
+  void propose_drafts(const sched::SchedulerOutput& out, const std::vector<sched::RequestUpdate>& updates,
+                      const std::vector<std::pair<int64_t, int64_t>>& decoding);
+  std::span<const float> draft_probs_of(const sched::ScheduledSeq& s) const;
   void publish_metrics();
 
   EngineConfig config_;
@@ -66,12 +74,14 @@ class EngineImpl final : public Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<spec::Speculator> speculator_;
   std::unique_ptr<spec::NgramProposer> ngram_;
+  std::unique_ptr<spec::DraftProposer> draft_;
   std::vector<int32_t> eos_ids_;
 
   // Engine-thread state.
   std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // by request id
   MetricsSnapshot live_metrics_;
   std::vector<int32_t> spec_context_, spec_drafts_;  // n-gram scratch (prompt ++ output, drafts)
+  std::unordered_map<int64_t, std::vector<float>> draft_probs_;  // seq id -> [k][vocab] q rows
 
   // Shared with client threads.
   mutable std::mutex mutex_;

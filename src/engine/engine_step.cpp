@@ -50,6 +50,7 @@ bool EngineImpl::step() {
     ss.rngs = req.rng_ptrs;
     ss.prompt = req.prompt_ids;
     ss.output = req.samples[static_cast<size_t>(s.sample_index)].output_ids;
+    ss.draft_probs = draft_probs_of(s);  // draft-model q rows; empty for n-gram and greedy
     return ss;
   };
   const RunnerOutput result = runner_->execute(out, lookup);
@@ -153,36 +154,8 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
     }
   }
 
-  // Draft tokens for the next step (n-gram speculation), for sequences that are decoding.
-  if (!ngram_) return;
-  const int32_t num_running = scheduler_->num_running();
-  for (const auto& [seq_id, request_id] : decoding) {
-    auto it = requests_.find(request_id);
-    if (it == requests_.end()) continue;
-    ActiveRequest& req = *it->second;
-    const SamplingParams& p = req.params;
-    int32_t k = speculator_->num_tokens_to_propose(seq_id, num_running);
-    if (k <= 0) continue;
-    // Find the sample of this sequence: the one whose output was just extended.
-    SampleState* sample = nullptr;
-    for (const sched::RequestUpdate& u : updates) {
-      if (u.seq_id == seq_id) sample = &req.samples[static_cast<size_t>(u.sample_index)];
-    }
-    if (!sample) continue;
-    const auto num_output = static_cast<int32_t>(sample->output_ids.size());
-    const auto num_total = static_cast<int32_t>(req.prompt_ids.size()) + num_output;
-    k = std::min({k, p.max_tokens - num_output - 1, info_.context_length - num_total - 1});
-    if (k <= 0) continue;
-    spec_context_.assign(req.prompt_ids.begin(), req.prompt_ids.end());
-    spec_context_.insert(spec_context_.end(), sample->output_ids.begin(), sample->output_ids.end());
-    spec_drafts_.resize(static_cast<size_t>(k));
-    const int32_t found = ngram_->propose(spec_context_, spec_drafts_);
-    if (found <= 0) {
-      speculator_->record_miss(seq_id);
-      continue;
-    }
-    scheduler_->set_spec_token_ids(seq_id, {spec_drafts_.begin(), spec_drafts_.begin() + found});
-  }
+  // Draft tokens for the next step (n-gram or draft model): engine_spec.cpp.
+  propose_drafts(out, updates, decoding);
 }
 
 void EngineImpl::publish_metrics() {

@@ -1,0 +1,131 @@
+// EngineImpl speculation: after each step, draft tokens for the next one.
+//
+//   step N:   verify drafts (runner)  ->  handle_updates  ->  propose_drafts (here)
+//   step N+1: the scheduler runs each speculating sequence's k drafts as one (k + 1)-token chunk
+//             in the same batch as everyone else; the runner's lookup hands the draft model's q
+//             rows (draft_probs_of) to the RejectionSampler.
+//
+// Invariants:
+//  - draft_probs_[seq] exists only while that sequence has sampled (non-greedy) draft-model drafts
+//    waiting for verification; it is dropped as soon as the sequence gets logits (verified) or
+//    finishes. Its rows correspond, in order, to the drafts handed to set_spec_token_ids; the
+//    scheduler may run only a prefix of them, so the lookup slices the first num_spec_tokens rows.
+//  - The Speculator decides per sequence and step whether to propose and how many (adaptive k,
+//    back-off at low acceptance, off once the batch is large), for both proposers.
+#include <algorithm>
+
+#include "engine/engine_impl.h"
+
+namespace tessera {
+
+std::span<const float> EngineImpl::draft_probs_of(const sched::ScheduledSeq& s) const {
+  if (s.num_spec_tokens == 0) return {};
+  auto it = draft_probs_.find(s.seq_id);
+  if (it == draft_probs_.end() || it->second.empty()) return {};
+  const auto rows = static_cast<size_t>(s.num_spec_tokens) * static_cast<size_t>(info_.vocab_size);
+  TESSERA_CHECK(rows <= it->second.size(), "seq {}: {} drafts scheduled, {} floats of q kept", s.seq_id,
+                s.num_spec_tokens, it->second.size());
+  return {it->second.data(), rows};
+}
+
+void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
+                                const std::vector<sched::RequestUpdate>& updates,
+                                const std::vector<std::pair<int64_t, int64_t>>& decoding) {
+  if (!speculator_) return;
+  // Verified or gone: drop the q rows of this step's drafts, forget finished sequences.
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    if (s.needs_logits) draft_probs_.erase(s.seq_id);
+  }
+  auto forget = [&](int64_t seq_id) {
+    draft_probs_.erase(seq_id);
+    if (draft_) draft_->release(seq_id);
+  };
+  for (int64_t id : out.finished_ids) forget(id);
+  for (const sched::RequestUpdate& u : updates) {
+    if (u.finished()) forget(u.seq_id);
+  }
+
+  const int32_t num_running = scheduler_->num_running();
+  std::vector<spec::DraftRequest> draft_requests;
+  for (const auto& [seq_id, request_id] : decoding) {
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) continue;
+    ActiveRequest& req = *it->second;
+    const SamplingParams& p = req.params;
+    int32_t k = speculator_->num_tokens_to_propose(seq_id, num_running);
+    if (k <= 0) continue;
+    // The sample of this sequence: the one whose output was just extended.
+    SampleState* sample = nullptr;
+    for (const sched::RequestUpdate& u : updates) {
+      if (u.seq_id == seq_id) sample = &req.samples[static_cast<size_t>(u.sample_index)];
+    }
+    if (!sample) continue;
+    const auto num_output = static_cast<int32_t>(sample->output_ids.size());
+    const auto num_total = static_cast<int32_t>(req.prompt_ids.size()) + num_output;
+    k = std::min({k, p.max_tokens - num_output - 1, info_.context_length - num_total - 1});
+    if (k <= 0) continue;
+    if (draft_) {
+      draft_requests.push_back({seq_id, req.prompt_ids, sample->output_ids, k, &req.params});
+      continue;
+    }
+    spec_context_.assign(req.prompt_ids.begin(), req.prompt_ids.end());
+    spec_context_.insert(spec_context_.end(), sample->output_ids.begin(), sample->output_ids.end());
+    spec_drafts_.resize(static_cast<size_t>(k));
+    const int32_t found = ngram_->propose(spec_context_, spec_drafts_);
+    if (found <= 0) {
+      speculator_->record_miss(seq_id);
+      continue;
+    }
+    scheduler_->set_spec_token_ids(seq_id, {spec_drafts_.begin(), spec_drafts_.begin() + found});
+  }
+  if (draft_requests.empty()) return;
+
+  // Draft model: one batched proposal for every speculating sequence of the step.
+  std::vector<spec::DraftResult> results = draft_->propose(draft_requests, runner_->pool());
+  for (size_t i = 0; i < draft_requests.size(); ++i) {
+    const int64_t seq_id = draft_requests[i].seq_id;
+    spec::DraftResult& r = results[i];
+    if (r.tokens.empty()) {
+      speculator_->record_miss(seq_id);
+      continue;
+    }
+    if (!scheduler_->set_spec_token_ids(seq_id, r.tokens)) continue;
+    if (!r.probs.empty()) draft_probs_[seq_id] = std::move(r.probs);
+  }
+}
+
+Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const RunnerConfig& rc,
+                                         kernels::KvDType kv_dtype) {
+  spec::SpeculatorConfig spc;
+  spc.num_speculative_tokens = config_.num_speculative_tokens;
+  speculator_ = std::make_unique<spec::Speculator>(spc);
+  if (config_.speculative == "ngram") {
+    spec::NgramConfig nc;
+    nc.num_speculative_tokens = config_.num_speculative_tokens;
+    TESSERA_TRY(spec::validate_ngram_config(nc));
+    ngram_ = std::make_unique<spec::NgramProposer>(nc);
+    return ok_status();
+  }
+  if (config_.draft_model_path.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "speculative 'draft' needs a draft model path");
+  }
+  if (config_.num_speculative_tokens < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "num_speculative_tokens must be >= 1, got {}",
+                      config_.num_speculative_tokens);
+  }
+  spec::DraftProposerConfig dc;
+  dc.num_speculative_tokens = config_.num_speculative_tokens;
+  dc.max_num_seqs = std::max(1, std::min(sc.max_num_seqs, spc.max_batch_for_spec));
+  dc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, dc.max_num_seqs);
+  dc.max_model_len = sc.max_model_len;
+  dc.block_size = sc.block_size;
+  dc.kv_dtype = kv_dtype;
+  dc.num_threads = rc.num_threads;
+  dc.seed = config_.seed ^ 0x9e3779b97f4a7c15ULL;
+  auto draft = spec::DraftProposer::load(config_.draft_model_path, *model_, dc);
+  if (!draft) return draft.error();
+  draft_ = std::move(*draft);
+  return ok_status();
+}
+
+}  // namespace tessera

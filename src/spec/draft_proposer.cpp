@@ -1,0 +1,284 @@
+// DraftProposer: see draft_proposer.h.
+#include "spec/draft_proposer.h"
+
+#include <algorithm>
+
+#include "util/check.h"
+
+namespace tessera::spec {
+
+namespace {
+
+constexpr int32_t kVocabSampleEdge = 64;    // ids checked at each end of the vocabulary
+constexpr int32_t kVocabSampleStride = 97;  // then every 97th id in between
+
+// Blocks the byte budget buys (plus the null block), at least one full-length sequence.
+int32_t draft_num_blocks(const ModelConfig& mc, const DraftProposerConfig& c) {
+  const auto block_bytes = static_cast<int64_t>(KvStorage::bytes_per_token(mc, c.kv_dtype)) * c.block_size;
+  const int64_t per_seq = (c.max_model_len + c.block_size - 1) / c.block_size + 1;
+  const int64_t num = std::max<int64_t>(c.kv_cache_bytes / block_bytes, per_seq);
+  return static_cast<int32_t>(std::min<int64_t>(num + 1, int64_t{1} << 24));
+}
+
+kv::KvCacheConfig draft_kv_config(const ModelConfig& mc, const DraftProposerConfig& c) {
+  kv::KvCacheConfig kc;
+  kc.num_blocks = draft_num_blocks(mc, c);
+  kc.block_size = c.block_size;
+  kc.enable_prefix_caching = false;  // draft KV is private per sequence and rolled back freely
+  return kc;
+}
+
+// Inverse-CDF draw from a distribution summing to 1 (one uniform draw).
+int32_t draw(std::span<const float> probs, sample::Rng& rng) {
+  const double u = rng.uniform();
+  double acc = 0.0;
+  int32_t last_nonzero = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0.0f) continue;
+    acc += probs[i];
+    last_nonzero = static_cast<int32_t>(i);
+    if (u < acc) return last_nonzero;
+  }
+  return last_nonzero;  // rounding: the sum fell short of u
+}
+
+}  // namespace
+
+Status check_vocab_compatible(const LlamaModel& target, const LlamaModel& draft) {
+  const int32_t vocab = target.config().vocab_size;
+  if (draft.config().vocab_size != vocab) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "draft model vocabulary has {} tokens, the target's has {}",
+                      draft.config().vocab_size, vocab);
+  }
+  auto target_tokens = target.file().get_string_array("tokenizer.ggml.tokens");
+  auto draft_tokens = draft.file().get_string_array("tokenizer.ggml.tokens");
+  if (!target_tokens || !draft_tokens) {
+    return make_error(ErrorCode::kInvalidArgument, "target or draft GGUF has no tokenizer.ggml.tokens");
+  }
+  if (target_tokens->size() != draft_tokens->size()) {
+    return make_error(ErrorCode::kInvalidArgument, "draft tokenizer has {} tokens, the target's {}",
+                      draft_tokens->size(), target_tokens->size());
+  }
+  const auto n = static_cast<int32_t>(target_tokens->size());
+  auto check = [&](int32_t id) -> Status {
+    const auto i = static_cast<size_t>(id);
+    if ((*target_tokens)[i] != (*draft_tokens)[i]) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "draft vocabulary differs from the target's at id {}: '{}' vs '{}'", id,
+                        (*draft_tokens)[i], (*target_tokens)[i]);
+    }
+    return ok_status();
+  };
+  for (int32_t id = 0; id < std::min(n, kVocabSampleEdge); ++id) TESSERA_TRY(check(id));
+  for (int32_t id = kVocabSampleEdge; id < n - kVocabSampleEdge; id += kVocabSampleStride) TESSERA_TRY(check(id));
+  for (int32_t id = std::max(0, n - kVocabSampleEdge); id < n; ++id) TESSERA_TRY(check(id));
+  return ok_status();
+}
+
+Result<std::unique_ptr<DraftProposer>> DraftProposer::load(const std::string& draft_path,
+                                                           const LlamaModel& target,
+                                                           const DraftProposerConfig& config) {
+  if (config.num_speculative_tokens < 1 || config.max_num_seqs < 1 || config.block_size < 1 ||
+      config.max_num_batched_tokens < config.max_num_seqs || config.max_model_len < 2) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "bad draft proposer config: k {}, max seqs {}, block size {}, budget {}, max len {}",
+                      config.num_speculative_tokens, config.max_num_seqs, config.block_size,
+                      config.max_num_batched_tokens, config.max_model_len);
+  }
+  auto draft = LlamaModel::load(draft_path, nullptr);
+  if (!draft) return draft.error().with_context("loading draft model " + draft_path);
+  TESSERA_TRY(check_vocab_compatible(target, **draft));
+  DraftProposerConfig c = config;
+  c.max_model_len = std::min(c.max_model_len, (*draft)->config().context_length);
+  return std::make_unique<DraftProposer>(std::move(*draft), c);
+}
+
+DraftProposer::DraftProposer(std::unique_ptr<LlamaModel> draft, const DraftProposerConfig& config)
+    : config_(config),
+      model_(std::move(draft)),
+      kv_manager_(draft_kv_config(model_->config(), config)),
+      workspace_(model_->config(), config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len,
+                 config.num_threads),
+      sampler_(model_->config().vocab_size) {
+  kv_ = std::make_unique<KvStorage>(model_->config(), draft_num_blocks(model_->config(), config),
+                                    config.block_size, config.kv_dtype);
+  const auto max_tokens = static_cast<size_t>(config.max_num_batched_tokens);
+  const auto max_seqs = static_cast<size_t>(config.max_num_seqs);
+  tokens_.reserve(max_tokens);
+  positions_.reserve(max_tokens);
+  slots_.reserve(max_tokens);
+  query_start_loc_.reserve(max_seqs + 1);
+  seq_lens_.reserve(max_seqs);
+  indptr_.reserve(max_seqs + 1);
+  logits_rows_.reserve(max_seqs);
+  const auto vocab = static_cast<size_t>(model_->config().vocab_size);
+  logits_.resize(max_seqs * vocab);
+  probs_row_.resize(vocab);
+}
+
+void DraftProposer::release(int64_t seq_id) {
+  kv_manager_.free(seq_id);
+  seqs_.erase(seq_id);
+}
+
+int32_t DraftProposer::num_computed(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? 0 : static_cast<int32_t>(it->second.fed.size());
+}
+
+void DraftProposer::forward(std::span<const Chunk> chunks, std::span<const DraftRequest> requests,
+                            ThreadPool& pool) {
+  const int32_t block_size = config_.block_size;
+  tokens_.clear();
+  positions_.clear();
+  slots_.clear();
+  query_start_loc_.assign(1, 0);
+  seq_lens_.clear();
+  indptr_.assign(1, 0);
+  indices_.clear();
+  logits_rows_.clear();
+  for (const Chunk& c : chunks) {
+    const std::span<const int32_t> table = kv_manager_.block_table(requests[c.request].seq_id);
+    const auto n = static_cast<int32_t>(c.tokens.size());
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t pos = c.start_position + i;
+      const auto block = static_cast<size_t>(pos / block_size);
+      TESSERA_CHECK(block < table.size(), "draft seq {}: position {} has no block", requests[c.request].seq_id, pos);
+      tokens_.push_back(c.tokens[static_cast<size_t>(i)]);
+      positions_.push_back(pos);
+      slots_.push_back(int64_t{table[block]} * block_size + pos % block_size);
+    }
+    query_start_loc_.push_back(static_cast<int32_t>(tokens_.size()));
+    seq_lens_.push_back(c.start_position + n);
+    const auto num_blocks = static_cast<size_t>((c.start_position + n + block_size - 1) / block_size);
+    indices_.insert(indices_.end(), table.begin(), table.begin() + static_cast<std::ptrdiff_t>(num_blocks));
+    indptr_.push_back(static_cast<int32_t>(indices_.size()));
+    if (c.wants_logits) logits_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+  }
+  TESSERA_CHECK(static_cast<int32_t>(tokens_.size()) <= config_.max_num_batched_tokens,
+                "draft step of {} tokens exceeds {}", tokens_.size(), config_.max_num_batched_tokens);
+  ForwardBatch batch;
+  batch.tokens = tokens_;
+  batch.positions = positions_;
+  batch.attn.num_seqs = static_cast<int32_t>(chunks.size());
+  batch.attn.num_tokens = static_cast<int32_t>(tokens_.size());
+  batch.attn.query_start_loc = query_start_loc_.data();
+  batch.attn.seq_lens = seq_lens_.data();
+  batch.attn.block_table_indptr = indptr_.data();
+  batch.attn.block_table_indices = indices_.data();
+  batch.attn.slot_mapping = slots_.data();
+  batch.logits_rows = logits_rows_;
+  model_->forward(batch, *kv_, workspace_, pool, logits_.data());
+  stats_.num_forwards += 1;
+  stats_.num_tokens_fed += static_cast<int64_t>(tokens_.size());
+}
+
+void DraftProposer::choose(const DraftRequest& request, SeqState& state, const float* logits,
+                           DraftResult& result) {
+  const auto vocab = static_cast<size_t>(model_->config().vocab_size);
+  const sample::SeenTokens seen{request.prompt, request.output, result.tokens};
+  const std::span<const float> row(logits, vocab);
+  if (sample::is_greedy(*request.params)) {
+    result.tokens.push_back(sampler_.argmax(row, *request.params, seen));
+    return;
+  }
+  sampler_.compute_probs(row, *request.params, seen, probs_row_);
+  const int32_t token = draw(probs_row_, state.rng);
+  result.probs.insert(result.probs.end(), probs_row_.begin(), probs_row_.end());
+  result.tokens.push_back(token);
+}
+
+std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> requests, ThreadPool& pool) {
+  std::vector<DraftResult> results(requests.size());
+  const size_t num_reqs = std::min(requests.size(), static_cast<size_t>(config_.max_num_seqs));
+  // Per request: committed length L, drafts wanted k, next position to feed; -1 k = skipped.
+  std::vector<int32_t> num_tokens(num_reqs, 0), num_drafts(num_reqs, 0), next_pos(num_reqs, 0);
+  std::vector<SeqState*> states(num_reqs, nullptr);
+  std::vector<int32_t> committed;  // scratch: prompt ++ output of one request
+
+  // 1. Roll back to the common prefix and reserve blocks for [0, L + k - 1).
+  for (size_t i = 0; i < num_reqs; ++i) {
+    const DraftRequest& r = requests[i];
+    TESSERA_CHECK(r.params != nullptr, "draft request for seq {} has no sampling params", r.seq_id);
+    const auto L = static_cast<int32_t>(r.prompt.size() + r.output.size());
+    const int32_t k = std::min({r.num_drafts, config_.num_speculative_tokens, config_.max_model_len - L + 1});
+    if (L < 1 || k < 1) continue;
+    auto [it, inserted] = seqs_.try_emplace(r.seq_id);
+    SeqState& st = it->second;
+    if (inserted) st.rng = sample::Rng(config_.seed ^ static_cast<uint64_t>(r.seq_id));
+    committed.assign(r.prompt.begin(), r.prompt.end());
+    committed.insert(committed.end(), r.output.begin(), r.output.end());
+    const auto mismatch = std::mismatch(st.fed.begin(), st.fed.end(), committed.begin(), committed.end());
+    const auto common = std::min<int32_t>(static_cast<int32_t>(mismatch.first - st.fed.begin()), L - 1);
+    st.fed.resize(static_cast<size_t>(common));
+    kv_manager_.truncate(r.seq_id, common);
+    auto alloc = kv_manager_.allocate_slots(r.seq_id, common, L + k - 1 - common);
+    if (!alloc) {
+      // The draft cache is full: this sequence sits out the step and gives its blocks back.
+      stats_.num_cache_full += 1;
+      release(r.seq_id);
+      continue;
+    }
+    num_tokens[i] = L;
+    num_drafts[i] = k;
+    next_pos[i] = common;
+    states[i] = &st;
+  }
+
+  // 2. Catch up: T[next_pos, L) per sequence, chunked to the token budget; the last chunk of a
+  //    sequence asks for logits and yields d_1.
+  std::vector<Chunk> chunks;
+  chunks.reserve(num_reqs);
+  for (;;) {
+    chunks.clear();
+    int32_t budget = config_.max_num_batched_tokens;
+    for (size_t i = 0; i < num_reqs && budget > 0; ++i) {
+      if (!states[i] || next_pos[i] >= num_tokens[i]) continue;
+      const DraftRequest& r = requests[i];
+      const int32_t n = std::min(num_tokens[i] - next_pos[i], budget);
+      const auto num_prompt = static_cast<int32_t>(r.prompt.size());
+      // Chunk source: the prompt or the output, whichever holds next_pos (split at the boundary).
+      const int32_t p = next_pos[i];
+      std::span<const int32_t> src = p < num_prompt ? r.prompt.subspan(static_cast<size_t>(p))
+                                                    : r.output.subspan(static_cast<size_t>(p - num_prompt));
+      const auto take = std::min<int32_t>(n, static_cast<int32_t>(src.size()));
+      chunks.push_back({i, src.first(static_cast<size_t>(take)), p, p + take == num_tokens[i]});
+      budget -= take;
+    }
+    if (chunks.empty()) break;
+    forward(chunks, requests, pool);
+    size_t row = 0;
+    for (const Chunk& c : chunks) {
+      SeqState& st = *states[c.request];
+      st.fed.insert(st.fed.end(), c.tokens.begin(), c.tokens.end());
+      next_pos[c.request] += static_cast<int32_t>(c.tokens.size());
+      if (!c.wants_logits) continue;
+      const float* logits = logits_.data() + row++ * static_cast<size_t>(model_->config().vocab_size);
+      choose(requests[c.request], st, logits, results[c.request]);
+    }
+  }
+
+  // 3. k - 1 single-token steps, batched over the sequences that still want drafts.
+  std::vector<int32_t> fed_token(num_reqs, 0);  // stable storage for the chunk spans
+  for (int32_t j = 1;; ++j) {
+    chunks.clear();
+    for (size_t i = 0; i < num_reqs; ++i) {
+      if (!states[i] || num_drafts[i] <= j) continue;
+      fed_token[i] = results[i].tokens.back();
+      chunks.push_back({i, {&fed_token[i], 1}, num_tokens[i] + j - 1, true});
+    }
+    if (chunks.empty()) break;
+    forward(chunks, requests, pool);
+    size_t row = 0;
+    for (const Chunk& c : chunks) {
+      SeqState& st = *states[c.request];
+      st.fed.push_back(fed_token[c.request]);
+      const float* logits = logits_.data() + row++ * static_cast<size_t>(model_->config().vocab_size);
+      choose(requests[c.request], st, logits, results[c.request]);
+    }
+  }
+  return results;
+}
+
+}  // namespace tessera::spec

@@ -1,0 +1,138 @@
+// DraftProposer: speculation with a small draft model that shares the target's vocabulary. It owns
+// the draft LlamaModel, its own paged KV cache (KvStorage + a kv::KvCacheManager, prefix caching
+// off) and a ForwardWorkspace; the compute pool is lent per call (the engine's).
+//
+// One propose() call serves every speculating sequence of a step, batched:
+//
+//   committed tokens T = prompt ++ output (L tokens); the draft's KV holds `fed` (its own record)
+//   1. roll back:   c = common prefix of fed and T, capped at L - 1 (the last token is always fed,
+//                   its logits give the first draft); blocks past c are given back (truncate)
+//   2. catch up:    feed T[c, L) as one chunk per sequence, all sequences in one ragged batch
+//                   (split over several forwards when the chunks exceed the token budget)
+//                   -> logits after T[L-1] -> d_1
+//   3. k - 1 steps: feed d_j at position L + j - 1, one token per sequence, batched -> d_{j+1}
+//
+//   positions:  0 ........ c ........ L-1 | L    L+1  ...  L+k-2 | L+k-1
+//   fed after:  [ kept ][ caught up      ][ d_1  d_2  ...  d_k-1 ]   (d_k is never fed)
+//
+// After verification the target accepts a prefix of the drafts and appends one token, so the next
+// call's step 1 keeps exactly the accepted drafts' KV and overwrites the rest: no notification of
+// the verification outcome is needed.
+//
+// Greedy requests get greedy drafts (argmax after the request's penalties); sampling requests get
+// drafts drawn from q = Sampler::compute_probs(draft logits) and the q rows [k][vocab] for the
+// RejectionSampler, which makes the output exactly the target's distribution. Draft draws use a
+// per-sequence stream (seed ^ seq_id), never the request's own RNG.
+//
+// Not thread-safe: the engine thread calls it between steps.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "model/kv_storage.h"
+#include "model/llama_model.h"
+#include "sample/rng.h"
+#include "sample/sampler.h"
+#include "tessera/sampling_params.h"
+#include "util/status.h"
+#include "util/thread_pool.h"
+
+namespace tessera::spec {
+
+struct DraftProposerConfig {
+  int32_t num_speculative_tokens = 4;       // k at most per sequence and step
+  int32_t max_num_seqs = 8;                 // sequences proposed for in one call at most
+  int32_t max_num_batched_tokens = 512;     // tokens per draft forward at most (catch-up chunks)
+  int32_t max_model_len = 2048;             // positions per sequence at most
+  int32_t block_size = 16;                  // token slots per draft KV block
+  int64_t kv_cache_bytes = int64_t{256} << 20;  // the draft's own KV budget (bytes)
+  kernels::KvDType kv_dtype = kernels::KvDType::kF16;
+  int32_t num_threads = 1;                  // threads of the pool passed to propose()
+  uint64_t seed = 0;                        // draft sampling streams are Rng(seed ^ seq_id)
+};
+
+// One speculating sequence of a step. Spans point into the engine's request state.
+struct DraftRequest {
+  int64_t seq_id = 0;                       // key of the draft's per-sequence state
+  std::span<const int32_t> prompt;          // [num_prompt] committed prompt tokens
+  std::span<const int32_t> output;          // [num_output] committed output tokens
+  int32_t num_drafts = 0;                   // k for this sequence, 1..num_speculative_tokens
+  const SamplingParams* params = nullptr;   // greedy -> argmax drafts; else drawn from q
+};
+
+struct DraftResult {
+  std::vector<int32_t> tokens;              // [<= num_drafts] proposals (empty: none this step)
+  std::vector<float> probs;                 // [tokens.size()][vocab] q rows; empty when greedy
+};
+
+struct DraftStats {
+  int64_t num_forwards = 0;                 // draft forward passes
+  int64_t num_tokens_fed = 0;               // tokens run through the draft (catch-up + drafts)
+  int64_t num_cache_full = 0;               // sequences skipped because the draft KV was full
+};
+
+// Same vocabulary size and the same token strings (a sample of ids: the first 64, the last 64 and
+// a stride through the middle). kInvalidArgument with the first difference otherwise.
+Status check_vocab_compatible(const LlamaModel& target, const LlamaModel& draft);
+
+class DraftProposer {
+ public:
+  // Loads the draft GGUF and checks it against the target's vocabulary.
+  static Result<std::unique_ptr<DraftProposer>> load(const std::string& draft_path,
+                                                     const LlamaModel& target,
+                                                     const DraftProposerConfig& config);
+  DraftProposer(std::unique_ptr<LlamaModel> draft, const DraftProposerConfig& config);
+
+  // Proposes for up to max_num_seqs requests (the rest get no proposal). results[i] answers
+  // requests[i]. `pool` must have config.num_threads threads.
+  std::vector<DraftResult> propose(std::span<const DraftRequest> requests, ThreadPool& pool);
+
+  // Forgets a sequence (finished, aborted): its draft KV blocks are freed. Unknown ids: no-op.
+  void release(int64_t seq_id);
+
+  // Tokens whose KV the draft holds for the sequence (0 if unknown).
+  int32_t num_computed(int64_t seq_id) const;
+  int32_t num_sequences() const { return static_cast<int32_t>(seqs_.size()); }
+  int32_t num_free_blocks() const { return kv_manager_.num_free_blocks(); }
+  const LlamaModel& model() const { return *model_; }
+  const DraftProposerConfig& config() const { return config_; }
+  const DraftStats& stats() const { return stats_; }
+
+ private:
+  struct SeqState {
+    std::vector<int32_t> fed;               // [num_computed] tokens whose KV is in the draft cache
+    sample::Rng rng;                        // draft sampling stream
+  };
+  // One ragged forward over `rows` (seq index into the call, chunk of tokens, start position);
+  // logits of the sequences whose `wants_logits` is set land in logits_ in the order given.
+  struct Chunk {
+    size_t request = 0;                     // index into the call's requests
+    std::span<const int32_t> tokens;        // tokens fed
+    int32_t start_position = 0;             // position of tokens[0]
+    bool wants_logits = false;              // last row's logits wanted
+  };
+  void forward(std::span<const Chunk> chunks, std::span<const DraftRequest> requests, ThreadPool& pool);
+  // Picks the next draft token of request i from its logits row; appends q when sampling.
+  void choose(const DraftRequest& request, SeqState& state, const float* logits, DraftResult& result);
+
+  DraftProposerConfig config_;
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<KvStorage> kv_;
+  kv::KvCacheManager kv_manager_;
+  ForwardWorkspace workspace_;
+  sample::Sampler sampler_;
+  std::unordered_map<int64_t, SeqState> seqs_;
+  DraftStats stats_;
+  // Batch scratch, capacity reserved once.
+  std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
+  std::vector<int64_t> slots_;
+  std::vector<float> logits_;               // [max_num_seqs][vocab]
+  std::vector<float> probs_row_;            // [vocab]
+};
+
+}  // namespace tessera::spec
