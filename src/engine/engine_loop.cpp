@@ -174,6 +174,8 @@ void EngineImpl::drain_messages() {
       requests_.erase(it);
     }
   }
+  // An abort can leave nothing to step: publish now, or metrics() would keep the pre-abort state.
+  if (!batch.empty()) publish_metrics();
 }
 
 void EngineImpl::finish_request_state(ActiveRequest& req) {
