@@ -1,0 +1,233 @@
+// Engine features on stories260K through the public API: the golden 200 greedy tokens, parallel
+// sampling (n > 1: seeded reproducibility, shared prompt blocks), abort (every block returned),
+// stop strings (exact cut, deltas concatenate to the text), refusal of prompts that can never fit,
+// and seeded sampling that does not depend on the batch it runs in.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "engine_harness.h"
+
+namespace tessera::testing {
+namespace {
+
+const std::string kModel = TESSERA_TESTDATA_DIR "/models/stories260K.gguf";
+const std::string kGolden = TESSERA_TESTDATA_DIR "/models/stories260K.golden.json";
+
+struct Golden {
+  std::vector<int32_t> prompt, greedy;
+  std::string text;
+};
+
+Golden load_golden() {
+  std::ifstream in(kGolden);
+  const auto j = nlohmann::json::parse(in);
+  const auto& c = j.at("cases").at(0);
+  return {c.at("prompt_ids").get<std::vector<int32_t>>(), c.at("greedy_ids").get<std::vector<int32_t>>(),
+          c.at("greedy_text").get<std::string>()};
+}
+
+SamplingParams greedy(int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+SamplingParams seeded(int32_t max_tokens, uint64_t seed, int32_t n = 1) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.seed = seed;
+  p.n = n;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+std::vector<int32_t> prompt_of(int32_t len, int32_t salt) {
+  std::vector<int32_t> ids = {1};
+  for (int32_t i = 1; i < len; ++i) ids.push_back(3 + (i * 37 + salt * 101) % 509);
+  return ids;
+}
+
+TEST(EngineStories, GreedyReproducesGolden200Tokens) {
+  const Golden g = load_golden();
+  auto e = make_engine(base_config(kModel));
+  ASSERT_TRUE(e);
+  const auto r = run_batch(*e, {{g.prompt, greedy(static_cast<int32_t>(g.greedy.size()))}});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0].token_ids, g.greedy);
+  EXPECT_EQ(r[0][0].finish_reason, FinishReason::kLength);
+  // The streamed deltas concatenate to the whole detokenized text.
+  EXPECT_EQ(r[0][0].text, e->detokenize(g.greedy));
+}
+
+TEST(EngineStories, GoldenAlongsideOtherRequests) {
+  // The golden request in the middle of a batch, with 8-token chunks and block size 1.
+  const Golden g = load_golden();
+  EngineConfig c = base_config(kModel);
+  c.block_size = 1;
+  c.long_prefill_token_threshold = 8;
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  std::vector<TestRequest> reqs = {{prompt_of(60, 1), greedy(50)},
+                                   {g.prompt, greedy(static_cast<int32_t>(g.greedy.size()))},
+                                   {prompt_of(130, 2), seeded(90, 5)}};
+  const auto r = run_batch(*e, reqs);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[1][0].token_ids, g.greedy);
+}
+
+TEST(EngineStories, ParallelSamplingIsSeededAndSharesPromptBlocks) {
+  EngineConfig c = base_config(kModel);
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  const std::vector<int32_t> prompt = prompt_of(100, 3);  // 6 full blocks + a 4-token partial block
+  const TestRequest req{prompt, seeded(40, 1234, 4)};
+  const auto first = run_batch(*e, {req});
+  const MetricsSnapshot m1 = settled_metrics(*e);
+  const auto again = run_batch(*e, {req});
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_EQ(first[0].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(first[0][i].token_ids.size(), 40u);
+    EXPECT_EQ(first[0][i].token_ids, again[0][i].token_ids) << "sample " << i;
+    EXPECT_EQ(first[0][i].text, e->detokenize(first[0][i].token_ids)) << "sample " << i;
+  }
+  // The samples differ from one another (distinct RNG streams)...
+  EXPECT_NE(first[0][0].token_ids, first[0][1].token_ids);
+  // ...and share the prompt's blocks: the partial last prompt block is copied on write.
+  EXPECT_GT(m1.num_cow_copies, 0);
+  EXPECT_LE(m1.num_cow_copies, 3);
+  // A different seed gives different samples.
+  const auto other = run_batch(*e, {{prompt, seeded(40, 99, 4)}});
+  EXPECT_NE(other[0][0].token_ids, first[0][0].token_ids);
+}
+
+TEST(EngineStories, ParallelSamplingPeakBlocksBelowIndependentCopies) {
+  EngineConfig c = base_config(kModel);
+  c.enable_prefix_caching = false;
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  const std::vector<int32_t> prompt = prompt_of(200, 4);  // 13 blocks (12 full)
+  auto s = e->submit({prompt, seeded(60, 7, 4), ""});
+  ASSERT_TRUE(s.ok());
+  int32_t peak_used = 0;
+  while (auto ev = (*s)->next(std::chrono::milliseconds(60000))) {
+    const MetricsSnapshot m = e->metrics();
+    peak_used = std::max(peak_used, m.num_kv_blocks_total - m.num_kv_blocks_free - m.num_kv_blocks_cached);
+    if ((*s)->finished()) break;
+  }
+  // Independent copies: 4 x ceil(260 / 16) = 68 blocks. Shared: 12 prompt blocks once, then each
+  // sample's own tail: at most 12 + 4 x ceil((260 - 192) / 16) = 32.
+  EXPECT_GT(peak_used, 12);
+  EXPECT_LE(peak_used, 32);
+}
+
+TEST(EngineStories, AbortFreesEveryBlock) {
+  auto e = make_engine(base_config(kModel));
+  ASSERT_TRUE(e);
+  auto s = e->submit({prompt_of(150, 5), greedy(300), ""});
+  auto bystander = e->submit({prompt_of(40, 6), greedy(20), ""});
+  ASSERT_TRUE(s.ok() && bystander.ok());
+  int32_t num_tokens = 0;
+  while (auto ev = (*s)->next(std::chrono::milliseconds(60000))) {
+    num_tokens += static_cast<int32_t>(ev->token_ids.size());
+    if (num_tokens >= 20) break;
+  }
+  e->abort((*s)->request_id());
+  const RequestResult rest = drain(**s, 1);
+  EXPECT_EQ(rest[0].finish_reason, FinishReason::kAbort);
+  EXPECT_LT(num_tokens + static_cast<int32_t>(rest[0].token_ids.size()), 300);
+  const RequestResult by = drain(**bystander, 1);
+  EXPECT_EQ(by[0].token_ids.size(), 20u);
+  const MetricsSnapshot m = settled_metrics(*e);
+  EXPECT_EQ(m.num_requests_running, 0);
+  EXPECT_EQ(m.num_kv_blocks_free + m.num_kv_blocks_cached, m.num_kv_blocks_total);
+  EXPECT_EQ(m.num_requests_aborted, 1);
+  e->abort(123456);  // unknown ids are ignored
+}
+
+TEST(EngineStories, StopStringsCutTextExactly) {
+  const Golden g = load_golden();
+  auto e = make_engine(base_config(kModel));
+  ASSERT_TRUE(e);
+  const std::string full = e->detokenize(g.greedy);
+  // A stop string from the middle of the golden text, spanning a token boundary or not.
+  const std::string stop = full.substr(full.size() / 2, 6);
+  const size_t at = full.find(stop);
+  ASSERT_NE(at, std::string::npos);
+  for (bool include : {false, true}) {
+    SamplingParams p = greedy(200);
+    p.stop = {stop, "no such stop string anywhere"};
+    p.include_stop_str_in_output = include;
+    const auto r = run_batch(*e, {{g.prompt, p}});
+    const SampleResult& s = r.at(0).at(0);
+    EXPECT_EQ(s.finish_reason, FinishReason::kStop);
+    EXPECT_EQ(s.text, full.substr(0, include ? at + stop.size() : at)) << "include " << include;
+    // The tokens stop at the one that completed the stop string: a prefix of the golden tokens.
+    ASSERT_LE(s.token_ids.size(), g.greedy.size());
+    EXPECT_TRUE(std::equal(s.token_ids.begin(), s.token_ids.end(), g.greedy.begin()));
+    const std::string upto = e->detokenize(s.token_ids);
+    EXPECT_GE(upto.size(), at + stop.size());
+    const std::vector<int32_t> one_less(s.token_ids.begin(), s.token_ids.end() - 1);
+    EXPECT_LT(e->detokenize(one_less).size(), at + stop.size());
+  }
+}
+
+TEST(EngineStories, PromptThatCanNeverFitIsRefusedAtSubmit) {
+  EngineConfig c = base_config(kModel);
+  c.max_model_len = 256;
+  auto probe = make_engine(c);
+  ASSERT_TRUE(probe);
+  const int64_t bytes_per_token = probe->model_info().kv_cache_bytes /
+                                  (int64_t{probe->model_info().num_kv_blocks} * probe->model_info().block_size);
+  c.kv_cache_bytes = 10 * 16 * bytes_per_token;  // 10 blocks = 160 tokens
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  ASSERT_EQ(e->model_info().context_length, 256);
+  ASSERT_EQ(e->model_info().num_kv_blocks, 10);
+  auto too_long = e->submit({prompt_of(256, 1), greedy(1), ""});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(too_long.error().code, ErrorCode::kOutOfRange);
+  auto with_output = e->submit({prompt_of(200, 1), greedy(100), ""});
+  ASSERT_FALSE(with_output.ok());
+  EXPECT_EQ(with_output.error().code, ErrorCode::kOutOfRange);
+  auto over_cache = e->submit({prompt_of(150, 1), greedy(20), ""});  // 170 tokens > 160 slots
+  ASSERT_FALSE(over_cache.ok());
+  EXPECT_EQ(over_cache.error().code, ErrorCode::kOutOfRange);
+  auto empty = e->submit({{}, greedy(1), ""});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.error().code, ErrorCode::kInvalidArgument);
+  auto fits = e->submit({prompt_of(150, 1), greedy(10), ""});  // 160 tokens: exactly the cache
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(drain(**fits, 1)[0].token_ids.size(), 10u);
+}
+
+TEST(EngineStories, SeededSamplingIndependentOfBatch) {
+  EngineConfig c = base_config(kModel);
+  const TestRequest probe{prompt_of(37, 8), seeded(64, 2024)};
+  auto alone_engine = make_engine(c);
+  ASSERT_TRUE(alone_engine);
+  const auto alone = run_batch(*alone_engine, {probe});
+  // The same request between others, with small chunks and block size 32.
+  c.block_size = 32;
+  c.max_num_batched_tokens = 24;
+  auto batch_engine = make_engine(c);
+  ASSERT_TRUE(batch_engine);
+  const auto batched = run_batch(*batch_engine, {{prompt_of(90, 9), seeded(30, 1)},
+                                                 {prompt_of(12, 10), greedy(70)},
+                                                 probe,
+                                                 {prompt_of(55, 11), seeded(64, 2)}});
+  ASSERT_EQ(batched.size(), 4u);
+  EXPECT_EQ(alone[0][0].token_ids.size(), 64u);
+  EXPECT_EQ(batched[2][0].token_ids, alone[0][0].token_ids);
+  EXPECT_NE(batched[3][0].token_ids, alone[0][0].token_ids);
+}
+
+}  // namespace
+}  // namespace tessera::testing
