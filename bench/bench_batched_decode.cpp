@@ -1,0 +1,118 @@
+// B4 batched decode: B = 1, 2, 4, 8, 16, 32 sequences of 128 prompt tokens decode 128 tokens each
+// (greedy, EOS ignored) through the Engine. The whole batch's prefill fits one step (token budget
+// = 32 x 128), so every sequence gets its first token in the same step; aggregate decode tok/s is
+// B x (out - 1) / (last token - first token). Scaling S(B)/S(1) from the per-round medians.
+// The peer (llama.cpp batched decode through llama-cpp-python, bench/llama_batched_decode.py) runs
+// interleaved with ours, round by round; when it cannot run, its column says so.
+//
+//   build-x/bench/bench_batched_decode [--model M] [--rounds 3] [--threads 2] [--batches 1,2,4,...]
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "bench_engine_util.h"
+
+using namespace tessera;
+using namespace tessera::bench;
+
+namespace {
+
+// Runs the peer once; returns its decode tok/s or a negative value when it failed.
+double run_peer(const std::string& model, int32_t b, int32_t in, int32_t out, int32_t threads) {
+  const std::string cmd = "python3 bench/llama_batched_decode.py " + model + " --batch " + std::to_string(b) +
+                          " --input-len " + std::to_string(in) + " --output-len " + std::to_string(out) +
+                          " --threads " + std::to_string(threads) + " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  char line[512];
+  std::string text;
+  while (std::fgets(line, sizeof line, f)) text += line;
+  if (pclose(f) != 0) return -1;
+  const auto at = text.find("\"decode_tok_s\": ");
+  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + 16);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = default_model_path();
+  int32_t rounds = 3, threads = 2, in = 128, out = 128;
+  bool peer = true;
+  std::vector<int32_t> batches = {1, 2, 4, 8, 16, 32};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--model") model = next();
+    else if (a == "--rounds") rounds = std::atoi(next().c_str());
+    else if (a == "--threads") threads = std::atoi(next().c_str());
+    else if (a == "--input-len") in = std::atoi(next().c_str());
+    else if (a == "--output-len") out = std::atoi(next().c_str());
+    else if (a == "--no-peer") peer = false;
+    else if (a == "--batches") {
+      batches.clear();
+      std::stringstream ss(next());
+      for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::atoi(x.c_str()));
+    } else {
+      std::fprintf(stderr, "usage: bench_batched_decode [--model M] [--rounds N] [--threads T] [--batches 1,2,4]"
+                           " [--input-len 128] [--output-len 128] [--no-peer]\n");
+      return 2;
+    }
+  }
+  const int32_t max_b = *std::max_element(batches.begin(), batches.end());
+  EngineConfig c;
+  c.model_path = model;
+  c.num_threads = threads;
+  c.max_num_seqs = max_b;
+  c.max_num_batched_tokens = std::max(512, max_b * in);
+  c.max_model_len = in + out + 16;
+  c.kv_cache_bytes = int64_t{512} << 20;
+  c.enable_prefix_caching = false;
+  auto engine = Engine::create(c);
+  if (!engine) {
+    std::fprintf(stderr, "error: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  Engine& e = **engine;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = out;
+  p.ignore_eos = true;
+  std::map<int32_t, std::vector<double>> ours, theirs;
+  bool peer_ok = peer;
+  for (int32_t r = 0; r < rounds; ++r) {
+    for (int32_t b : batches) {
+      const auto prompts = random_prompts(b, in, e.model_info().vocab_size, 1000 + r * 64 + b);
+      const auto t = run_set(e, prompts, p);
+      double first = 0, last = 0;
+      for (const Timed& x : t) first = std::max(first, x.first_ms), last = std::max(last, x.last_ms);
+      ours[b].push_back(b * (out - 1) / ((last - first) / 1000.0));
+      if (peer_ok) {
+        const double tps = run_peer(model, b, in, out, threads);
+        if (tps < 0) peer_ok = false;
+        else theirs[b].push_back(tps);
+      }
+      std::fprintf(stderr, "round %d B=%d: ours %.1f tok/s%s\n", r, b, ours[b].back(),
+                   peer_ok ? (", llama.cpp " + std::to_string(theirs[b].back())).c_str() : "");
+    }
+  }
+  std::printf("B4 batched decode: %s, %d in / %d out, %d threads, %d rounds (median (min-max))\n",
+              model.c_str(), in, out, threads, rounds);
+  if (!peer_ok) std::printf("llama.cpp peer: unavailable (bench/llama_batched_decode.py failed; see bench/README.md)\n");
+  std::printf("%4s %26s %10s %26s %22s\n", "B", "tessera decode tok/s", "S(B)/S(1)", "llama.cpp tok/s",
+              "tessera/llama.cpp");
+  const double s1 = summarize(ours[batches.front()]).median;
+  for (int32_t b : batches) {
+    const Summary o = summarize(ours[b]);
+    std::string peer_col = "n/a", ratio_col = "n/a";
+    if (peer_ok && theirs[b].size() == ours[b].size()) {
+      peer_col = fmt_summary(summarize(theirs[b]));
+      std::vector<double> ratios;
+      for (size_t i = 0; i < ours[b].size(); ++i) ratios.push_back(ours[b][i] / theirs[b][i]);
+      ratio_col = fmt_summary(summarize(ratios), "%.2f");
+    }
+    std::printf("%4d %26s %9.2fx %26s %22s\n", b, fmt_summary(o).c_str(), o.median / s1, peer_col.c_str(),
+                ratio_col.c_str());
+  }
+  return 0;
+}

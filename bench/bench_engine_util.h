@@ -1,0 +1,99 @@
+// Shared helpers of the engine benchmarks (bench_batched_decode, bench_prefix_cache): run a set of
+// requests through an Engine, polling every stream so each event is timestamped when it arrives,
+// and summarize rounds as median (min-max).
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/engine.h"
+
+namespace tessera::bench {
+
+struct Timed {
+  double first_ms = -1;    // first token, ms after submission of the set
+  double last_ms = 0;      // last token
+  int64_t num_tokens = 0;  // generated tokens
+};
+
+inline double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Submits every request, then polls all streams until each has finished.
+inline std::vector<Timed> run_set(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                  const SamplingParams& params) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) {
+    auto s = engine.submit({p, params, ""});
+    if (!s.ok()) {
+      std::fprintf(stderr, "request refused: %s\n", s.error().message.c_str());
+      std::exit(1);
+    }
+    streams.push_back(*s);
+  }
+  std::vector<Timed> out(streams.size());
+  std::vector<bool> done(streams.size(), false);
+  size_t remaining = streams.size();
+  while (remaining > 0) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (done[i]) continue;
+      while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
+        const double t = ms_since(start);
+        if (!ev->token_ids.empty()) {
+          if (out[i].first_ms < 0) out[i].first_ms = t;
+          out[i].last_ms = t;
+          out[i].num_tokens += static_cast<int64_t>(ev->token_ids.size());
+        }
+        if (streams[i]->finished()) {
+          done[i] = true;
+          --remaining;
+          break;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return out;
+}
+
+inline std::vector<std::vector<int32_t>> random_prompts(int32_t num, int32_t len, int32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> id(256, vocab - 1);
+  std::vector<std::vector<int32_t>> p(static_cast<size_t>(num), std::vector<int32_t>(static_cast<size_t>(len)));
+  for (auto& v : p) {
+    for (int32_t& t : v) t = id(rng);
+  }
+  return p;
+}
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+
+inline Summary summarize(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+inline std::string fmt_summary(const Summary& s, const char* f = "%.1f") {
+  char a[64], b[64], c[64];
+  std::snprintf(a, sizeof a, f, s.median);
+  std::snprintf(b, sizeof b, f, s.min);
+  std::snprintf(c, sizeof c, f, s.max);
+  return std::string(a) + " (" + b + "-" + c + ")";
+}
+
+inline std::string default_model_path() {
+  if (const char* env = std::getenv("TESSERA_MODEL"); env && *env) return env;
+  return "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+}  // namespace tessera::bench
