@@ -1,0 +1,211 @@
+// B9 speculative decoding, through the public Engine API. Each workload runs tessera with and
+// without speculation interleaved (off, on, off, on, ...) on the same weights, threads and prompts,
+// greedy, and prints: alpha (accepted / proposed), mean tokens per target verification step and
+// (1 - a^(k+1)) / (1 - a) for the measured a, tok/s off and on, and the on/off ratio (median and
+// min-max over rounds). Tokens/s counts generated tokens over the wall time from submit to the last
+// finish (prefill included, the same for both).
+//
+//   bench_spec [--model M] [--draft-target T --draft D] [--threads N] [--rounds R]
+//              [--max-tokens N] [--k K] [--only ngram|draft]
+// Workloads: n-gram on input-grounded prompts (repeat / rewrite / edit a given passage or code)
+// at batch 1 and 8; n-gram on open-ended prompts (low alpha) at batch 1 and 8; the draft model
+// (target T, draft D, e.g. F16 and Q8_0 made with `tessera quantize`) at batch 1 and 8.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/engine.h"
+
+using namespace tessera;
+
+namespace {
+
+const char* kGrounded[] = {
+    "Repeat the following paragraph word for word:\n\nThe river wound slowly through the valley, past "
+    "old stone bridges and quiet farms. In the spring the water rose and covered the low fields, and "
+    "in the summer children swam near the mill.",
+    "Copy this code exactly, then stop:\n\nint add(int a, int b) {\n  int sum = a + b;\n  return sum;\n}\n\n"
+    "int mul(int a, int b) {\n  int product = a * b;\n  return product;\n}",
+    "Rewrite this list, keeping every item, one per line:\napples, bananas, cherries, dates, elderberries, "
+    "figs, grapes, honeydew melons, kiwis, lemons",
+    "Fix the typo and repeat the sentence: The quick brown fox jumpd over the lazy dog, and the lazy "
+    "dog did not move at all because it was sleeping in the warm afternoon sun.",
+    "Repeat exactly: To be, or not to be, that is the question: whether 'tis nobler in the mind to "
+    "suffer the slings and arrows of outrageous fortune.",
+    "Rename the variable x to count in this code and print it back:\n\nfor (int x = 0; x < 10; ++x) {\n"
+    "  total += x;\n  printf(\"%d\\n\", x);\n}",
+    "Summarize by repeating the key sentence: The library will be closed on Monday for repairs. The "
+    "library will reopen on Tuesday at nine in the morning.",
+    "Repeat this list of numbers: one, two, three, four, five, six, seven, eight, nine, ten, eleven, twelve.",
+};
+const char* kOpen[] = {
+    "Write a short poem about the sea.",   "What would you do with a free day?",
+    "Invent a name for a new color.",      "Tell me a fun fact about space.",
+    "Describe your ideal breakfast.",      "Give me three ideas for a party game.",
+    "What makes a good friend?",           "Describe a city in the far future.",
+};
+
+struct Options {
+  std::string model = TESSERA_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string draft_target;  // F16 target for the draft workload
+  std::string draft;         // quantized draft
+  int32_t threads = 2, rounds = 3, max_tokens = 64, k = 4;
+  std::string only;
+};
+
+struct Measure {
+  double seconds = 0.0;
+  int64_t tokens = 0;
+  MetricsSnapshot metrics;  // delta of this run
+};
+
+MetricsSnapshot delta(const MetricsSnapshot& a, const MetricsSnapshot& b) {  // b - a (spec counters)
+  MetricsSnapshot d;
+  d.spec_num_drafts = b.spec_num_drafts - a.spec_num_drafts;
+  d.spec_num_draft_tokens = b.spec_num_draft_tokens - a.spec_num_draft_tokens;
+  d.spec_num_accepted_tokens = b.spec_num_accepted_tokens - a.spec_num_accepted_tokens;
+  d.num_steps = b.num_steps - a.num_steps;
+  d.spec_accepted_per_position = b.spec_accepted_per_position;
+  for (size_t i = 0; i < d.spec_accepted_per_position.size() && i < a.spec_accepted_per_position.size(); ++i) {
+    d.spec_accepted_per_position[i] -= a.spec_accepted_per_position[i];
+  }
+  return d;
+}
+
+Measure run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, size_t batch, int32_t max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  Measure m;
+  const MetricsSnapshot before = engine.metrics();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t first = 0; first < prompts.size(); first += batch) {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (size_t i = first; i < std::min(prompts.size(), first + batch); ++i) {
+      streams.push_back(engine.submit({prompts[i], p, ""}).value());
+    }
+    for (auto& s : streams) {
+      while (auto ev = s->next()) m.tokens += static_cast<int64_t>(ev->token_ids.size());
+    }
+  }
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < 100 && engine.num_unfinished_requests() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the last step's metrics
+  m.metrics = delta(before, engine.metrics());
+  return m;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void workload(const char* name, const std::string& model, const std::string& speculative, const std::string& draft,
+              const std::vector<std::string>& texts, size_t batch, const Options& o) {
+  EngineConfig base;
+  base.model_path = model;
+  base.num_threads = o.threads;
+  base.kv_cache_bytes = int64_t{256} << 20;
+  base.max_model_len = 1024;
+  base.max_num_seqs = 16;
+  base.num_speculative_tokens = o.k;
+  EngineConfig spec = base;
+  spec.speculative = speculative;
+  spec.draft_model_path = draft;
+  auto off = Engine::create(base);
+  auto on = Engine::create(spec);
+  if (!off || !on) {
+    std::fprintf(stderr, "%s: %s\n", name, (!off ? off.error() : on.error()).message.c_str());
+    return;
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& t : texts) {
+    auto chat = (*off)->apply_chat_template({{"user", t}}, true).value();
+    prompts.push_back((*off)->tokenize(chat, false, true));
+  }
+  run(**off, {prompts[0]}, 1, 8);  // warm-up (page in the weights)
+  run(**on, {prompts[0]}, 1, 8);
+  std::vector<double> ratios;
+  double tps_off = 0, tps_on = 0;
+  MetricsSnapshot total;
+  total.spec_accepted_per_position.assign(static_cast<size_t>(o.k), 0);
+  for (int r = 0; r < o.rounds; ++r) {
+    const Measure a = run(**off, prompts, batch, o.max_tokens);
+    const Measure b = run(**on, prompts, batch, o.max_tokens);
+    const double x = a.tokens / a.seconds, y = b.tokens / b.seconds;
+    tps_off += x / o.rounds;
+    tps_on += y / o.rounds;
+    ratios.push_back(y / x);
+    total.spec_num_drafts += b.metrics.spec_num_drafts;
+    total.spec_num_draft_tokens += b.metrics.spec_num_draft_tokens;
+    total.spec_num_accepted_tokens += b.metrics.spec_num_accepted_tokens;
+    for (size_t i = 0; i < total.spec_accepted_per_position.size() && i < b.metrics.spec_accepted_per_position.size(); ++i) {
+      total.spec_accepted_per_position[i] += b.metrics.spec_accepted_per_position[i];
+    }
+  }
+  const double alpha = total.spec_num_draft_tokens ? double(total.spec_num_accepted_tokens) / total.spec_num_draft_tokens : 0.0;
+  const double k_mean = total.spec_num_drafts ? double(total.spec_num_draft_tokens) / total.spec_num_drafts : 0.0;
+  const double tps_step = total.spec_num_drafts ? double(total.spec_num_accepted_tokens + total.spec_num_drafts) / total.spec_num_drafts : 0.0;
+  // Per-position conditional acceptance (a geometric fit): accepted at p / reached p.
+  double reached = double(total.spec_num_drafts), acc_sum = 0.0;
+  for (size_t p = 0; p < total.spec_accepted_per_position.size(); ++p) {
+    acc_sum += total.spec_accepted_per_position[p];
+    if (p + 1 < total.spec_accepted_per_position.size()) reached += total.spec_accepted_per_position[p];
+  }
+  const double alpha_cond = reached > 0 ? acc_sum / reached : 0.0;
+  auto formula = [&](double a) {
+    return a >= 1.0 ? k_mean + 1.0 : (1.0 - std::pow(a, k_mean + 1.0)) / (1.0 - a);
+  };
+  std::string per_pos;
+  for (int64_t n : total.spec_accepted_per_position) per_pos += std::to_string(n) + " ";
+  std::printf("| %-28s | %5zu | %4.1f | %5.3f | %5.3f | %5.2f | %5.2f | %5.2f | %6.1f | %6.1f | %5.2fx | %4.2f-%4.2f | %s|\n", name,
+              batch, k_mean, alpha, alpha_cond, tps_step, formula(alpha), formula(alpha_cond), tps_off, tps_on,
+              median(ratios), *std::min_element(ratios.begin(), ratios.end()),
+              *std::max_element(ratios.begin(), ratios.end()), per_pos.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--model") o.model = v;
+    else if (a == "--draft-target") o.draft_target = v;
+    else if (a == "--draft") o.draft = v;
+    else if (a == "--threads") o.threads = std::stoi(v);
+    else if (a == "--rounds") o.rounds = std::stoi(v);
+    else if (a == "--max-tokens") o.max_tokens = std::stoi(v);
+    else if (a == "--k") o.k = std::stoi(v);
+    else if (a == "--only") o.only = v;
+    else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
+  }
+  const std::vector<std::string> grounded(std::begin(kGrounded), std::end(kGrounded));
+  const std::vector<std::string> open(std::begin(kOpen), std::end(kOpen));
+  std::printf("B9 speculative: k=%d, %d threads, %d rounds, %d tokens per request, greedy\n", o.k, o.threads,
+              o.rounds, o.max_tokens);
+  std::printf("| workload | batch | k̄ | α | α_pos | tok/step | formula(α) | formula(α_pos) | off tok/s | on tok/s | ratio | min-max | accepted per position |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  if (o.only.empty() || o.only == "ngram") {
+    workload("ngram grounded", o.model, "ngram", "", {grounded.begin(), grounded.begin() + 4}, 1, o);
+    workload("ngram grounded", o.model, "ngram", "", grounded, 8, o);
+    workload("ngram open (low alpha)", o.model, "ngram", "", {open.begin(), open.begin() + 4}, 1, o);
+    workload("ngram open (low alpha)", o.model, "ngram", "", open, 8, o);
+  }
+  if ((o.only.empty() || o.only == "draft") && !o.draft.empty()) {
+    const std::string target = o.draft_target.empty() ? o.model : o.draft_target;
+    workload("draft grounded", target, "draft", o.draft, {grounded.begin(), grounded.begin() + 4}, 1, o);
+    workload("draft open", target, "draft", o.draft, {open.begin(), open.begin() + 4}, 1, o);
+    workload("draft grounded", target, "draft", o.draft, grounded, 8, o);
+  }
+  return 0;
+}
