@@ -2,8 +2,8 @@
 // without speculation interleaved (off, on, off, on, ...) on the same weights, threads and prompts,
 // greedy, and prints: alpha (accepted / proposed), mean tokens per target verification step and
 // (1 - a^(k+1)) / (1 - a) for the measured a, tok/s off and on, and the on/off ratio (median and
-// min-max over rounds). Tokens/s counts generated tokens over the wall time from submit to the last
-// finish (prefill included, the same for both).
+// min-max over rounds). Tokens/s counts generated tokens after the first one over the wall time to the last
+// token of each group of `batch` requests, measured from its first token (decode only).
 //
 //   bench_spec [--model M] [--draft-target T --draft D] [--threads N] [--rounds R]
 //              [--max-tokens N] [--k K] [--only ngram|draft]
@@ -83,17 +83,36 @@ Measure run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, si
   p.max_tokens = max_tokens;
   Measure m;
   const MetricsSnapshot before = engine.metrics();
-  const auto t0 = std::chrono::steady_clock::now();
+  using SteadyClock = std::chrono::steady_clock;
   for (size_t first = 0; first < prompts.size(); first += batch) {
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (size_t i = first; i < std::min(prompts.size(), first + batch); ++i) {
       streams.push_back(engine.submit({prompts[i], p, ""}).value());
     }
-    for (auto& s : streams) {
-      while (auto ev = s->next()) m.tokens += static_cast<int64_t>(ev->token_ids.size());
+    // Decode time of the group: from the last request's first token (every prompt prefilled) to
+    // the last token; the first token of each request is not counted.
+    std::vector<SteadyClock::time_point> first_token(streams.size()), last_token(streams.size());
+    for (size_t i = 0; i < streams.size(); ++i) {
+      bool first_event = true;
+      while (auto ev = streams[i]->next()) {
+        const auto now = SteadyClock::now();
+        const auto n = static_cast<int64_t>(ev->token_ids.size());
+        if (first_event && n > 0) {
+          first_token[i] = now;
+          m.tokens += n - 1;
+          first_event = false;
+        } else {
+          m.tokens += n;
+        }
+        last_token[i] = now;
+      }
     }
+    // Streams are read in order, so a later stream's first event may be seen late: use the
+    // earliest possible start, the first stream's first token.
+    const auto start = *std::min_element(first_token.begin(), first_token.end());
+    const auto end = *std::max_element(last_token.begin(), last_token.end());
+    m.seconds += std::chrono::duration<double>(end - start).count();
   }
-  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int i = 0; i < 100 && engine.num_unfinished_requests() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
