@@ -1,0 +1,75 @@
+#include "server/api_error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::server {
+namespace {
+
+struct ErrorRow {
+  ErrorType type;
+  int status;
+  const char* type_name;  // OpenAI error "type"
+  const char* code;       // OpenAI error "code" (nullptr = null)
+};
+
+// NOTE(server): the one table. The openai Python client picks its exception class from the status
+// (400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, 429 RateLimitError, 5xx
+// InternalServerError), so the status column is what clients see first.
+constexpr ErrorRow kErrorTable[] = {
+    {ErrorType::kInvalidRequest, 400, "invalid_request_error", nullptr},
+    {ErrorType::kContextLength, 400, "invalid_request_error", "context_length_exceeded"},
+    {ErrorType::kAuthentication, 401, "authentication_error", "invalid_api_key"},
+    {ErrorType::kNotFound, 404, "not_found_error", nullptr},
+    {ErrorType::kModelNotFound, 404, "invalid_request_error", "model_not_found"},
+    {ErrorType::kMethodNotAllowed, 405, "invalid_request_error", "method_not_allowed"},
+    {ErrorType::kPayloadTooLarge, 413, "invalid_request_error", "payload_too_large"},
+    {ErrorType::kRateLimit, 429, "rate_limit_error", "too_many_requests"},
+    {ErrorType::kInternal, 500, "server_error", nullptr},
+    {ErrorType::kNotImplemented, 501, "invalid_request_error", "not_implemented"},
+    {ErrorType::kUnavailable, 503, "server_error", "service_unavailable"},
+};
+
+const ErrorRow& row(ErrorType type) {
+  for (const ErrorRow& r : kErrorTable) {
+    if (r.type == type) return r;
+  }
+  return kErrorTable[8];  // kInternal
+}
+
+}  // namespace
+
+int http_status(ErrorType type) { return row(type).status; }
+const char* error_type_name(ErrorType type) { return row(type).type_name; }
+const char* error_code_name(ErrorType type) { return row(type).code; }
+
+std::string error_body(const ApiError& error) {
+  nlohmann::json inner;
+  inner["message"] = error.message;
+  inner["type"] = error_type_name(error.type);
+  inner["param"] = error.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(error.param);
+  const char* code = error_code_name(error.type);
+  inner["code"] = code == nullptr ? nlohmann::json(nullptr) : nlohmann::json(code);
+  nlohmann::json body;
+  body["error"] = std::move(inner);
+  // Messages may quote client bytes: replace invalid UTF-8 rather than throw.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ApiError from_engine_error(const Error& error) {
+  switch (error.code) {
+    case ErrorCode::kInvalidArgument:
+      return {ErrorType::kInvalidRequest, error.message, ""};
+    case ErrorCode::kOutOfRange:
+      return {ErrorType::kContextLength, error.message, ""};
+    case ErrorCode::kResourceExhausted:
+      return {ErrorType::kRateLimit, error.message, ""};
+    case ErrorCode::kNotFound:
+      return {ErrorType::kNotFound, error.message, ""};
+    case ErrorCode::kUnsupported:
+      return {ErrorType::kNotImplemented, error.message, ""};
+    default:
+      return {ErrorType::kInternal, error.message, ""};
+  }
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,342 @@
+// The generate flow of /v1/completions and /v1/chat/completions:
+//
+//   body --parse_generate_request--> GenerateSpec --prepare--> prompt ids (tokenized, checked
+//   against vocab and context) --Engine::submit (one request per prompt, n samples each)-->
+//   RequestStreams --> one JSON body, or SSE chunks pulled by httplib's chunked content provider.
+//
+// Streaming: the provider pulls engine events with a short timeout, writes them as chunks, and
+// writes an SSE comment after keep_alive_interval_ms of silence. A failed write (client gone)
+// aborts every engine request of this HTTP request, so its KV blocks are freed between steps;
+// the releaser aborts too when httplib ends the stream early for any reason.
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "server/protocol_response.h"
+#include "server/server_state.h"
+
+namespace tessera::server {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Prepared {
+  std::vector<std::vector<int32_t>> prompt_ids;  // [num_prompts][num_tokens]
+  std::vector<std::string> prompt_texts;         // for echo
+};
+
+std::optional<ApiError> prepare(const Engine& engine, GenerateSpec& spec, Prepared* out) {
+  const ModelInfo& info = engine.model_info();
+  if (spec.kind == ApiKind::kChat) {
+    Result<std::string> rendered = engine.apply_chat_template(spec.messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) {
+      ApiError e = from_engine_error(rendered.error());
+      e.message = "Cannot apply the chat template: " + e.message;
+      e.param = "messages";
+      if (e.type == ErrorType::kInternal) e.type = ErrorType::kInvalidRequest;
+      return e;
+    }
+    std::vector<int32_t> ids = engine.tokenize(rendered.value(), info.add_bos, /*parse_special=*/true);
+    // A template that writes BOS itself must not get a second one.
+    if (ids.size() >= 2 && info.bos_id >= 0 && ids[0] == info.bos_id && ids[1] == info.bos_id) {
+      ids.erase(ids.begin());
+    }
+    out->prompt_ids.push_back(std::move(ids));
+    out->prompt_texts.push_back(rendered.value());
+  } else {
+    for (PromptInput& p : spec.prompts) {
+      if (p.is_ids) {
+        for (int32_t id : p.ids) {
+          if (id >= info.vocab_size) {
+            return ApiError{ErrorType::kInvalidRequest,
+                            fmt::format("token id {} is out of range (vocabulary size {})", id, info.vocab_size),
+                            "prompt"};
+          }
+        }
+        out->prompt_texts.push_back(spec.echo ? engine.detokenize(p.ids) : std::string());
+        out->prompt_ids.push_back(std::move(p.ids));
+      } else {
+        out->prompt_ids.push_back(engine.tokenize(p.text, info.add_bos, /*parse_special=*/true));
+        out->prompt_texts.push_back(std::move(p.text));
+      }
+    }
+  }
+  const int64_t context = info.context_length;
+  for (const std::vector<int32_t>& ids : out->prompt_ids) {
+    const int64_t num_prompt = static_cast<int64_t>(ids.size());
+    if (num_prompt == 0) {
+      return ApiError{ErrorType::kInvalidRequest, "The prompt is empty (0 tokens)",
+                      spec.kind == ApiKind::kChat ? "messages" : "prompt"};
+    }
+    if (num_prompt >= context) {
+      return ApiError{ErrorType::kContextLength,
+                      fmt::format("This model's maximum context length is {} tokens. However, your "
+                                  "prompt has {} tokens (no room for output).", context, num_prompt),
+                      spec.kind == ApiKind::kChat ? "messages" : "prompt"};
+    }
+    if (spec.max_tokens_given && num_prompt + spec.params.max_tokens > context) {
+      return ApiError{ErrorType::kContextLength,
+                      fmt::format("This model's maximum context length is {} tokens. However, you "
+                                  "requested {} tokens ({} in the prompt, {} for the completion). "
+                                  "Please reduce the prompt or max_tokens.",
+                                  context, num_prompt + spec.params.max_tokens, num_prompt,
+                                  spec.params.max_tokens),
+                      "max_tokens"};
+    }
+  }
+  // Defaults: completions 16 (OpenAI's), chat the rest of the context; both within the context.
+  if (!spec.max_tokens_given) {
+    int64_t room = context;
+    for (const auto& ids : out->prompt_ids) room = std::min<int64_t>(room, context - static_cast<int64_t>(ids.size()));
+    spec.params.max_tokens = static_cast<int32_t>(
+        spec.kind == ApiKind::kChat ? room : std::min<int64_t>(spec.params.max_tokens, room));
+  }
+  return std::nullopt;
+}
+
+// Everything one generate request holds while it runs (shared with the stream provider).
+struct Job {
+  ServerState& state;
+  GenerateSpec spec;
+  ResponseMeta meta;
+  InFlightSlot slot;
+  std::vector<std::shared_ptr<RequestStream>> streams;  // [num_prompts]
+  std::vector<ChoiceState> choices;                     // [num_prompts * n]
+  std::vector<int32_t> num_finished;                    // [num_prompts] samples finished
+  std::vector<int32_t> prompt_tokens, cached_tokens;    // [num_prompts] from the latest event
+  bool started = false;                                 // stream: initial chunks written
+  bool completed = false;                               // every choice answered (or failed)
+  std::optional<ApiError> failure;                      // an engine error / abort ends everything
+  Clock::time_point last_write = Clock::now();
+
+  Job(ServerState& s, GenerateSpec sp) : state(s), spec(std::move(sp)), slot(s) {}
+
+  int32_t n() const { return spec.params.n; }
+  TokenTextFn token_text() const {
+    const Engine* engine = &state.engine;
+    return [engine](int32_t id) { return engine->detokenize({id}); };
+  }
+  void abort_all() {
+    for (const auto& s : streams) state.engine.abort(s->request_id());
+  }
+  UsageCounts usage() const {
+    UsageCounts u;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      u.prompt_tokens += prompt_tokens[i];
+      u.cached_tokens += cached_tokens[i];
+    }
+    for (const ChoiceState& c : choices) u.completion_tokens += c.num_output_tokens;
+    return u;
+  }
+  bool prompt_done(size_t i) const { return num_finished[i] >= n(); }
+  bool all_done() const {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (!prompt_done(i)) return false;
+    }
+    return true;
+  }
+  // Records one event; returns its choice.
+  ChoiceState& record(size_t prompt_index, const RequestOutput& ev) {
+    const int32_t sample = std::clamp(ev.sample_index, 0, n() - 1);
+    ChoiceState& c = choices[prompt_index * n() + sample];
+    prompt_tokens[prompt_index] = ev.num_prompt_tokens;
+    cached_tokens[prompt_index] = ev.num_cached_prompt_tokens;
+    apply_event(ev, &c);
+    if (ev.finish_reason != FinishReason::kNone) {
+      num_finished[prompt_index] += 1;
+      if (ev.finish_reason == FinishReason::kAbort && !failure) {
+        failure = ApiError{ErrorType::kUnavailable, "The request was aborted (server shutting down)", ""};
+      } else if (ev.finish_reason == FinishReason::kError && !failure) {
+        failure = ApiError{ErrorType::kInternal, "The engine failed this request: " + ev.error, ""};
+      }
+    }
+    return c;
+  }
+  // Pulls the next event of prompt i; nullopt on timeout. Marks the prompt done when its stream
+  // ended without the expected final events (defensive).
+  std::optional<RequestOutput> pull(size_t i, std::chrono::milliseconds timeout) {
+    std::optional<RequestOutput> ev = streams[i]->next(timeout);
+    if (!ev && streams[i]->finished()) {
+      ev = streams[i]->next(std::chrono::milliseconds(0));
+      if (!ev && !prompt_done(i)) {
+        num_finished[i] = n();
+        if (!failure) failure = ApiError{ErrorType::kInternal, "The request ended without a result", ""};
+      }
+    }
+    return ev;
+  }
+};
+
+std::optional<ApiError> submit_all(Job& job, Prepared& prepared) {
+  for (size_t i = 0; i < prepared.prompt_ids.size(); ++i) {
+    GenerateRequest request{std::move(prepared.prompt_ids[i]), job.spec.params, job.spec.cache_salt};
+    Result<std::shared_ptr<RequestStream>> stream = job.state.engine.submit(std::move(request));
+    if (!stream.ok()) {
+      job.abort_all();
+      return from_engine_error(stream.error());
+    }
+    job.streams.push_back(std::move(stream.value()));
+  }
+  const size_t num_prompts = job.streams.size();
+  job.choices.resize(num_prompts * job.n());
+  for (size_t i = 0; i < job.choices.size(); ++i) {
+    job.choices[i].index = static_cast<int32_t>(i);
+    if (job.spec.echo) job.choices[i].prefix = prepared.prompt_texts[i / job.n()];
+  }
+  job.num_finished.assign(num_prompts, 0);
+  job.prompt_tokens.assign(num_prompts, 0);
+  job.cached_tokens.assign(num_prompts, 0);
+  return std::nullopt;
+}
+
+void run_to_completion(Job& job, httplib::Response& res) {
+  const auto poll = std::chrono::milliseconds(job.state.config.stream_poll_ms);
+  for (size_t i = 0; i < job.streams.size(); ++i) {
+    while (!job.prompt_done(i)) {
+      if (job.state.stopping.load()) {
+        job.abort_all();
+        set_error(res, ApiError{ErrorType::kUnavailable, "The server is shutting down", ""});
+        return;
+      }
+      if (std::optional<RequestOutput> ev = job.pull(i, poll)) job.record(i, *ev);
+    }
+  }
+  if (job.failure) {
+    job.abort_all();
+    set_error(res, *job.failure);
+    return;
+  }
+  const std::string body = job.spec.kind == ApiKind::kChat
+                               ? chat_response(job.meta, job.choices, job.usage(), job.spec, job.token_text())
+                               : completion_response(job.meta, job.choices, job.usage(), job.spec, job.token_text());
+  res.status = 200;
+  res.set_content(body, "application/json");
+}
+
+// The chunks for one event of one choice.
+std::string event_chunks(Job& job, const ChoiceState& before, size_t text_before,
+                         const RequestOutput& ev) {
+  const TokenTextFn token_text = job.token_text();
+  if (job.spec.kind == ApiKind::kChat) {
+    json delta = json::object();
+    if (!ev.text_delta.empty() || ev.finish_reason == FinishReason::kNone) delta["content"] = ev.text_delta;
+    return sse_event(chat_chunk(job.meta, job.spec, before.index, delta, &ev, token_text));
+  }
+  return sse_event(completion_chunk(job.meta, job.spec, before.index, ev.text_delta, &ev,
+                                    before.prefix.size() + text_before, token_text));
+}
+
+// One call of httplib's chunked content provider. Returns false to end the stream early.
+bool provide(Job& job, httplib::DataSink& sink) {
+  std::string out;
+  if (!job.started) {
+    job.started = true;
+    for (const ChoiceState& c : job.choices) {
+      if (job.spec.kind == ApiKind::kChat) {
+        out += sse_event(chat_chunk(job.meta, job.spec, c.index, json{{"role", "assistant"}, {"content", ""}},
+                                    nullptr, job.token_text()));
+      } else if (!c.prefix.empty()) {
+        out += sse_event(completion_chunk(job.meta, job.spec, c.index, c.prefix, nullptr, 0, job.token_text()));
+      }
+    }
+  } else if (job.failure || job.all_done() || job.state.stopping.load()) {
+    if (job.failure || !job.all_done()) {
+      job.abort_all();
+      ApiError e = job.failure ? *job.failure : ApiError{ErrorType::kUnavailable, "The server is shutting down", ""};
+      out += sse_event(error_body(e));
+    } else if (job.spec.include_usage) {
+      out += sse_event(usage_chunk(job.meta, job.spec, job.usage()));
+    }
+    out += kSseDone;
+    job.completed = true;
+    const bool ok = sink.write(out.data(), out.size());
+    sink.done();
+    return ok;
+  } else {
+    size_t num_open = 0;
+    for (size_t i = 0; i < job.streams.size(); ++i) num_open += job.prompt_done(i) ? 0 : 1;
+    const auto poll = std::chrono::milliseconds(num_open <= 1 ? job.state.config.stream_poll_ms : 2);
+    for (size_t i = 0; i < job.streams.size(); ++i) {
+      if (job.prompt_done(i)) continue;
+      // Drain what is ready; wait (briefly) only for the first event.
+      auto timeout = poll;
+      while (std::optional<RequestOutput> ev = job.pull(i, timeout)) {
+        timeout = std::chrono::milliseconds(0);
+        const int32_t sample = std::clamp(ev->sample_index, 0, job.n() - 1);
+        const ChoiceState& c = job.choices[i * job.n() + sample];
+        const size_t text_before = c.text.size();
+        job.record(i, *ev);
+        if (ev->finish_reason == FinishReason::kAbort || ev->finish_reason == FinishReason::kError) break;
+        out += event_chunks(job, c, text_before, *ev);
+        if (job.prompt_done(i)) break;
+      }
+    }
+  }
+  const auto now = Clock::now();
+  if (out.empty() && now - job.last_write < std::chrono::milliseconds(job.state.config.keep_alive_interval_ms)) {
+    return true;  // nothing yet; httplib calls again
+  }
+  if (out.empty()) out = ": keep-alive\n\n";  // SSE comment: ignored by clients, detects gone ones
+  job.last_write = now;
+  if (!sink.write(out.data(), out.size())) {
+    job.state.num_client_disconnects.fetch_add(1);
+    job.abort_all();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ServerState::make_response_id(const char* prefix) {
+  const uint64_t x = (next_response_id.fetch_add(1) + 1) * 0x9E3779B97F4A7C15ull ^ id_salt;
+  return fmt::format("{}-{:016x}", prefix, x);
+}
+
+void handle_generate(ServerState& state, ApiKind kind, const httplib::Request& req, httplib::Response& res) {
+  GenerateSpec spec;
+  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec)) return set_error(res, *e);
+  if (!spec.model.empty() && spec.model != state.config.served_model_name) {
+    return set_error(res, ApiError{ErrorType::kModelNotFound,
+                                   fmt::format("The model `{}` does not exist. This server serves `{}`.",
+                                               spec.model, state.config.served_model_name),
+                                   "model"});
+  }
+  if (state.draining.load()) {
+    return set_error(res, ApiError{ErrorType::kUnavailable, "The server is shutting down", ""});
+  }
+  if (state.num_in_flight.fetch_add(1) >= state.config.max_queued_requests) {
+    state.num_in_flight.fetch_sub(1);
+    return set_error(res, ApiError{ErrorType::kRateLimit,
+                                   fmt::format("Too many requests in flight (limit {}); retry later",
+                                               state.config.max_queued_requests),
+                                   ""});
+  }
+  // From here the slot is owned by the Job (released when the Job dies).
+  auto job = std::make_shared<Job>(state, std::move(spec));
+  Prepared prepared;
+  if (auto e = prepare(state.engine, job->spec, &prepared)) return set_error(res, *e);
+  if (auto e = submit_all(*job, prepared)) return set_error(res, *e);
+  job->meta = ResponseMeta{state.make_response_id(kind == ApiKind::kChat ? "chatcmpl" : "cmpl"),
+                           std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count(),
+                           state.config.served_model_name};
+  if (!job->spec.stream) return run_to_completion(*job, res);
+
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job](size_t /*offset*/, httplib::DataSink& sink) { return provide(*job, sink); },
+      [job](bool /*success*/) {
+        if (!job->completed) job->abort_all();  // ended early: the engine must not keep it
+      });
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,65 @@
+// HttpServer: the OpenAI-compatible HTTP front of an Engine (cpp-httplib underneath).
+//
+//   POST /v1/completions, /v1/chat/completions   generate (JSON or SSE stream)
+//   GET  /v1/models, /v1/models/{id}              the served model
+//   GET  /health, /metrics                        liveness, Prometheus text
+//   POST /tokenize, /detokenize                   the model's tokenizer
+//
+// Threads: HTTP worker threads parse, validate, tokenize and submit, then wait on their request's
+// RequestStream; the engine thread never waits on a client. A stream whose client goes away
+// (a failed write, or a failed keep-alive comment during silence) aborts its engine request.
+// With an api_key every /v1/* request needs "Authorization: Bearer <key>". Every error leaves
+// through the one table in api_error.h.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server/prometheus.h"
+#include "server/protocol.h"
+#include "tessera/engine.h"
+#include "util/status.h"
+
+namespace tessera::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";       // loopback unless told otherwise
+  int32_t port = 8000;                  // 0 = any free port (see HttpServer::bind)
+  std::string api_key;                  // "" = no authentication
+  std::string served_model_name;        // the only model name requests may use
+  size_t max_body_bytes = 8u << 20;     // larger bodies get 413
+  int32_t max_queued_requests = 256;    // generate requests in flight; 429 past it
+  int32_t num_http_threads = 128;       // HTTP worker threads (each holds one connection)
+  int32_t stream_poll_ms = 50;          // how long a stream waits for engine output per pull
+  int32_t keep_alive_interval_ms = 1000;  // SSE comment after this much silence (detects gone clients)
+  ProtocolLimits limits;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, ServerConfig config);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket and returns the bound port (the chosen one when port is 0).
+  // Also sets SIGPIPE to ignored: a write to a gone client must fail, not kill the process.
+  Result<int> bind();
+  // Serves until shutdown()/stop(); blocks the calling thread. Requires bind().
+  void listen();
+  // Graceful stop: new generate requests get 503, the engine finishes in-flight requests for up to
+  // `grace` and aborts the rest (Engine::shutdown), their answers flush, then the listener closes.
+  void shutdown(std::chrono::milliseconds grace);
+  // Immediate stop of the listener (in-flight streams end); the engine is left alone.
+  void stop();
+
+  ServerCounters counters() const;
+  const ServerConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,117 @@
+#include "server/prometheus.h"
+
+#include <fmt/format.h>
+
+namespace tessera::server {
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(const std::string& model_name)
+      : labels_(fmt::format("model_name=\"{}\"", escape_label_value(model_name))) {}
+
+  void header(const char* name, const char* type, const char* help) {
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  template <typename T>
+  void gauge(const char* name, const char* help, T value) {
+    header(name, "gauge", help);
+    sample(name, "", value);
+  }
+  template <typename T>
+  void counter(const char* name, const char* help, T value) {
+    const std::string full = std::string(name) + "_total";
+    header(full.c_str(), "counter", help);
+    sample(full, "", value);
+  }
+  void histogram(const char* name, const char* help, const Histogram& h) {
+    header(name, "histogram", help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += i < h.counts.size() ? h.counts[i] : 0;
+      sample(std::string(name) + "_bucket", fmt::format(",le=\"{}\"", h.bounds[i]), cumulative);
+    }
+    sample(std::string(name) + "_bucket", ",le=\"+Inf\"", h.count);
+    sample(std::string(name) + "_sum", "", h.sum);
+    sample(std::string(name) + "_count", "", h.count);
+  }
+  template <typename T>
+  void sample(const std::string& name, const std::string& extra_labels, T value) {
+    out_ += fmt::format("{}{{{}{}}} {}\n", name, labels_, extra_labels, value);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string labels_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string escape_label_value(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
+                              const std::string& model_name) {
+  Writer w(model_name);
+  w.gauge("tessera:num_requests_running", "Requests in the running batch.", m.num_requests_running);
+  w.gauge("tessera:num_requests_waiting", "Requests waiting to be scheduled.", m.num_requests_waiting);
+  w.gauge("tessera:kv_cache_usage_perc", "KV-cache usage: fraction of blocks in use (0..1).",
+          m.kv_cache_usage);
+  w.gauge("tessera:kv_cache_blocks_total", "KV-cache blocks in the pool.", m.num_kv_blocks_total);
+  w.gauge("tessera:kv_cache_blocks_free", "KV-cache blocks not held by any request.",
+          m.num_kv_blocks_free);
+  w.gauge("tessera:kv_cache_blocks_cached", "Free KV-cache blocks still holding a cached prefix.",
+          m.num_kv_blocks_cached);
+  w.counter("tessera:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+            m.prefix_cache_queries);
+  w.counter("tessera:prefix_cache_hits", "Prompt tokens served from the prefix cache.",
+            m.prefix_cache_hits);
+  w.counter("tessera:num_preemptions", "Requests preempted (blocks reclaimed, recomputed later).",
+            m.num_preemptions);
+  w.counter("tessera:prompt_tokens", "Prefill tokens processed.", m.prompt_tokens);
+  w.counter("tessera:generation_tokens", "Generated tokens.", m.generation_tokens);
+  w.counter("tessera:request_success", "Requests finished (stop or length).", m.num_requests_finished);
+  w.counter("tessera:request_aborted", "Requests aborted (client gone, shutdown).",
+            m.num_requests_aborted);
+  w.counter("tessera:kv_cache_evictions", "Cached KV blocks evicted for reuse.", m.num_kv_evictions);
+  w.counter("tessera:kv_cache_cow_copies", "Copy-on-write copies of shared KV blocks.", m.num_cow_copies);
+  w.counter("tessera:engine_steps", "Engine steps (schedule -> forward -> update).", m.num_steps);
+  w.counter("tessera:spec_decode_num_drafts", "Steps with speculative proposals.", m.spec_num_drafts);
+  w.counter("tessera:spec_decode_num_draft_tokens", "Proposed draft tokens.", m.spec_num_draft_tokens);
+  w.counter("tessera:spec_decode_num_accepted_tokens", "Accepted draft tokens.",
+            m.spec_num_accepted_tokens);
+  w.header("tessera:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Accepted draft tokens per draft position.");
+  for (size_t i = 0; i < m.spec_accepted_per_position.size(); ++i) {
+    w.sample("tessera:spec_decode_num_accepted_tokens_per_pos_total", fmt::format(",position=\"{}\"", i),
+             m.spec_accepted_per_position[i]);
+  }
+  w.histogram("tessera:time_to_first_token_seconds", "Time to first token (seconds).",
+              m.time_to_first_token);
+  w.histogram("tessera:inter_token_latency_seconds", "Time between output tokens (seconds).",
+              m.inter_token_latency);
+  w.histogram("tessera:e2e_request_latency_seconds", "End-to-end request latency (seconds).",
+              m.e2e_request_latency);
+  w.histogram("tessera:request_queue_time_seconds", "Time a request waited before it first ran "
+              "(seconds).", m.request_queue_time);
+  w.counter("tessera:http_requests", "HTTP requests routed.", s.num_http_requests);
+  w.counter("tessera:http_errors_4xx", "HTTP error responses with a 4xx status.", s.num_http_errors_4xx);
+  w.counter("tessera:http_errors_5xx", "HTTP error responses with a 5xx status.", s.num_http_errors_5xx);
+  w.counter("tessera:client_disconnects", "Streams aborted because the client went away.",
+            s.num_client_disconnects);
+  w.gauge("tessera:requests_in_flight", "Generate requests accepted by the server and not yet "
+          "answered.", s.num_requests_in_flight);
+  return w.take();
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,28 @@
+// Prometheus text exposition (format 0.0.4) of the engine's MetricsSnapshot plus the server's own
+// counters. Names are modeled on vLLM's (`vllm:num_requests_running` -> `tessera:num_requests_running`);
+// every series carries a model_name label. Counters end in `_total`; histogram buckets are
+// cumulative with a final le="+Inf" equal to _count.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tessera/metrics.h"
+
+namespace tessera::server {
+
+// Counters kept by the HTTP layer (cumulative since start-up unless noted).
+struct ServerCounters {
+  int64_t num_http_requests = 0;       // requests routed (any endpoint)
+  int64_t num_http_errors_4xx = 0;     // error responses with 4xx status
+  int64_t num_http_errors_5xx = 0;     // error responses with 5xx status
+  int64_t num_client_disconnects = 0;  // streams whose client went away (request aborted)
+  int32_t num_requests_in_flight = 0;  // gauge: generate requests submitted and not yet answered
+};
+
+std::string render_prometheus(const MetricsSnapshot& metrics, const ServerCounters& server,
+                              const std::string& model_name);
+
+// Escapes a label value (\\, \", \n) for the text format.
+std::string escape_label_value(const std::string& value);
+
+}  // namespace tessera::server

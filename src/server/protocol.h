@@ -1,0 +1,83 @@
+// OpenAI protocol, request side: JSON body -> GenerateSpec (plain data), every field validated.
+// Parsing needs no engine: tokenization and context checks happen afterwards in the handler
+// (generate_handler.cpp), so everything here is unit-tested without a model.
+//
+// Rules (the same for /v1/completions and /v1/chat/completions unless noted):
+//   - the body must be valid UTF-8, valid JSON, an object, nested at most kMaxJsonDepth deep;
+//   - a field set to null is treated as absent (the openai client omits unset fields);
+//   - unknown fields are refused ("Unrecognized request argument supplied: x"), as OpenAI does;
+//   - known fields the engine cannot honor (logit_bias, suffix, tools, ...) are refused unless
+//     they carry their neutral value.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/api_error.h"
+#include "tessera/engine.h"
+#include "tessera/sampling_params.h"
+
+namespace tessera::server {
+
+constexpr int kMaxJsonDepth = 32;
+
+enum class ApiKind { kCompletion, kChat };
+
+// One prompt of a completion request: text, or token ids given by the client.
+struct PromptInput {
+  bool is_ids = false;
+  std::string text;            // when !is_ids
+  std::vector<int32_t> ids;    // when is_ids; [num_tokens], range-checked later against vocab
+};
+
+struct ProtocolLimits {
+  int32_t max_n = 16;            // samples per prompt
+  int32_t max_prompts = 64;      // prompts in one completion request (list form)
+  int32_t max_stop = 16;         // stop strings
+  int32_t max_stop_len = 256;    // bytes per stop string
+  int32_t max_logprobs = 20;     // top logprobs per token
+  int32_t max_tokens = 1 << 20;  // absolute cap on max_tokens before the context check
+  int32_t max_messages = 1024;   // chat messages
+};
+
+struct GenerateSpec {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;                    // "" = not given (the served model)
+  std::vector<PromptInput> prompts;     // completions: >= 1 prompts; chat: empty
+  std::vector<ChatMessage> messages;    // chat: >= 1 messages
+  SamplingParams params;                // params.logprobs set when logprobs are requested
+  bool max_tokens_given = false;        // else the handler picks the default
+  bool stream = false;
+  bool include_usage = false;           // stream_options.include_usage
+  bool echo = false;                    // completions: prompt text precedes the output
+  bool return_logprobs = false;         // completions: logprobs != null; chat: logprobs == true
+  int32_t num_top_logprobs = 0;         // alternatives per token (0 = only the chosen one)
+  std::string cache_salt;               // prefix-cache isolation key
+};
+
+// True when `bytes` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). On failure
+// `bad_offset` (if given) receives the offset of the first bad byte.
+bool is_valid_utf8(std::string_view bytes, size_t* bad_offset = nullptr);
+
+// Parses and validates a generate request body. On success fills *out and returns nullopt.
+std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body,
+                                               const ProtocolLimits& limits, GenerateSpec* out);
+
+// /tokenize and /detokenize bodies.
+struct TokenizeSpec {
+  std::string model;
+  std::string prompt;                 // when messages is empty
+  std::vector<ChatMessage> messages;  // chat form: rendered with the chat template
+  bool add_special_tokens = true;     // BOS as the model wants it
+};
+std::optional<ApiError> parse_tokenize_request(std::string_view body, const ProtocolLimits& limits,
+                                               TokenizeSpec* out);
+struct DetokenizeSpec {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+std::optional<ApiError> parse_detokenize_request(std::string_view body, DetokenizeSpec* out);
+
+}  // namespace tessera::server

@@ -1,0 +1,134 @@
+// Test fixture: a FakeEngine behind a real HttpServer on a free loopback port, plus small client
+// helpers (JSON POST, SSE POST that can hang up after k events).
+#pragma once
+#include <httplib.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fake_engine.h"
+#include "server/http_server.h"
+
+namespace tessera::testing {
+
+using json = nlohmann::json;
+
+// Polls `pred` every 2 ms for up to `timeout`; true once it holds.
+template <typename Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+class ServerFixture {
+ public:
+  explicit ServerFixture(server::ServerConfig config = {}, FakeEngineConfig engine_config = {})
+      : engine_(std::make_unique<FakeEngine>(engine_config)) {
+    config.host = "127.0.0.1";
+    config.port = 0;
+    server_ = std::make_unique<server::HttpServer>(*engine_, config);
+    port_ = server_->bind().value();
+    thread_ = std::thread([this] { server_->listen(); });
+  }
+  ~ServerFixture() {
+    server_->stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  FakeEngine& engine() { return *engine_; }
+  server::HttpServer& server() { return *server_; }
+  int port() const { return port_; }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(30);
+    c.set_connection_timeout(5);
+    return c;
+  }
+
+  // POST a raw body; returns {status, parsed body or the raw text under "raw"}.
+  std::pair<int, json> post(const std::string& path, const std::string& body,
+                            const httplib::Headers& headers = {}) const {
+    httplib::Client c = client();
+    auto res = c.Post(path.c_str(), headers, body, "application/json");
+    if (!res) return {-1, json{{"raw", httplib::to_string(res.error())}}};
+    return {res->status, parse(res->body)};
+  }
+  std::pair<int, json> post(const std::string& path, const json& body,
+                            const httplib::Headers& headers = {}) const {
+    return post(path, body.dump(), headers);
+  }
+  std::pair<int, json> get(const std::string& path, const httplib::Headers& headers = {}) const {
+    httplib::Client c = client();
+    auto res = c.Get(path.c_str(), headers);
+    if (!res) return {-1, json{{"raw", httplib::to_string(res.error())}}};
+    return {res->status, parse(res->body)};
+  }
+  std::string get_text(const std::string& path) const {
+    httplib::Client c = client();
+    auto res = c.Get(path.c_str());
+    return res ? res->body : std::string();
+  }
+
+  struct SseResult {
+    int status = -1;
+    std::vector<std::string> data;  // payloads of "data: " lines, in order ("[DONE]" included)
+    std::string raw;                // everything received
+  };
+  // Streams a POST; hangs up after `hang_up_after` data events when >= 0.
+  SseResult post_stream(const std::string& path, const json& body, int hang_up_after = -1,
+                        const httplib::Headers& headers = {}) const {
+    SseResult out;
+    httplib::Client c = client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.headers = headers;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    std::string pending;
+    req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+      out.raw.append(data, len);
+      pending.append(data, len);
+      size_t pos;
+      while ((pos = pending.find("\n\n")) != std::string::npos) {
+        const std::string event = pending.substr(0, pos);
+        pending.erase(0, pos + 2);
+        if (event.rfind("data: ", 0) == 0) out.data.push_back(event.substr(6));
+        if (hang_up_after >= 0 && static_cast<int>(out.data.size()) >= hang_up_after) return false;
+      }
+      return true;
+    };
+    auto res = c.send(req);
+    out.status = res ? res->status : -1;
+    if (!res) out.raw += "client error: " + httplib::to_string(res.error());
+    return out;
+  }
+
+  static json parse(const std::string& body) {
+    try {
+      return json::parse(body);
+    } catch (...) {
+      return json{{"raw", body}};
+    }
+  }
+
+ private:
+  std::unique_ptr<FakeEngine> engine_;
+  std::unique_ptr<server::HttpServer> server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace tessera::testing

@@ -1,0 +1,43 @@
+// Prometheus text rendering: exact lines for gauges, counters and cumulative histogram buckets.
+#include <gtest/gtest.h>
+
+#include "server/prometheus.h"
+
+namespace tessera::server {
+namespace {
+
+TEST(Prometheus, RendersGaugesCountersAndCumulativeBuckets) {
+  MetricsSnapshot m;
+  m.num_requests_running = 3;
+  m.num_requests_waiting = 2;
+  m.kv_cache_usage = 0.25;
+  m.prompt_tokens = 120;
+  m.spec_accepted_per_position = {5, 2};
+  m.time_to_first_token = Histogram::with_bounds({0.1, 1.0});
+  m.time_to_first_token.observe(0.05);
+  m.time_to_first_token.observe(0.5);
+  m.time_to_first_token.observe(0.7);
+  m.time_to_first_token.observe(3.0);
+  ServerCounters s;
+  s.num_client_disconnects = 4;
+  const std::string text = render_prometheus(m, s, "smol\"lm");
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("# TYPE tessera:num_requests_running gauge"));
+  EXPECT_TRUE(has("tessera:num_requests_running{model_name=\"smol\\\"lm\"} 3"));
+  EXPECT_TRUE(has("tessera:num_requests_waiting{model_name=\"smol\\\"lm\"} 2"));
+  EXPECT_TRUE(has("tessera:kv_cache_usage_perc{model_name=\"smol\\\"lm\"} 0.25"));
+  EXPECT_TRUE(has("# TYPE tessera:prompt_tokens_total counter"));
+  EXPECT_TRUE(has("tessera:prompt_tokens_total{model_name=\"smol\\\"lm\"} 120"));
+  EXPECT_TRUE(has("tessera:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"smol\\\"lm\",position=\"1\"} 2"));
+  EXPECT_TRUE(has("# TYPE tessera:time_to_first_token_seconds histogram"));
+  EXPECT_TRUE(has("tessera:time_to_first_token_seconds_bucket{model_name=\"smol\\\"lm\",le=\"0.1\"} 1"));
+  EXPECT_TRUE(has("tessera:time_to_first_token_seconds_bucket{model_name=\"smol\\\"lm\",le=\"1\"} 3"));
+  EXPECT_TRUE(has("tessera:time_to_first_token_seconds_bucket{model_name=\"smol\\\"lm\",le=\"+Inf\"} 4"));
+  EXPECT_TRUE(has("tessera:time_to_first_token_seconds_sum{model_name=\"smol\\\"lm\"} 4.25"));
+  EXPECT_TRUE(has("tessera:time_to_first_token_seconds_count{model_name=\"smol\\\"lm\"} 4"));
+  EXPECT_TRUE(has("tessera:client_disconnects_total{model_name=\"smol\\\"lm\"} 4"));
+  EXPECT_EQ(escape_label_value("a\\b\nc"), "a\\\\b\\nc");
+}
+
+}  // namespace
+}  // namespace tessera::server
