@@ -68,9 +68,9 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
   w.gauge("tessera:kv_cache_usage_perc", "KV-cache usage: fraction of blocks in use (0..1).",
           m.kv_cache_usage);
   w.gauge("tessera:kv_cache_blocks_total", "KV-cache blocks in the pool.", m.num_kv_blocks_total);
-  w.gauge("tessera:kv_cache_blocks_free", "KV-cache blocks not held by any request.",
+  w.gauge("tessera:kv_cache_blocks_free", "KV-cache blocks held by no request and caching nothing.",
           m.num_kv_blocks_free);
-  w.gauge("tessera:kv_cache_blocks_cached", "Free KV-cache blocks still holding a cached prefix.",
+  w.gauge("tessera:kv_cache_blocks_cached", "KV-cache blocks held by no request but caching a prefix (evictable).",
           m.num_kv_blocks_cached);
   w.counter("tessera:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
             m.prefix_cache_queries);
@@ -80,7 +80,8 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
             m.num_preemptions);
   w.counter("tessera:prompt_tokens", "Prefill tokens processed.", m.prompt_tokens);
   w.counter("tessera:generation_tokens", "Generated tokens.", m.generation_tokens);
-  w.counter("tessera:request_success", "Requests finished (stop or length).", m.num_requests_finished);
+  w.counter("tessera:requests_finished", "Requests finished for any reason (aborts included).",
+            m.num_requests_finished);
   w.counter("tessera:request_aborted", "Requests aborted (client gone, shutdown).",
             m.num_requests_aborted);
   w.counter("tessera:kv_cache_evictions", "Cached KV blocks evicted for reuse.", m.num_kv_evictions);

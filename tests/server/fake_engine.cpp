@@ -203,6 +203,7 @@ void FakeEngine::step_locked() {
     }
     free_locked(r);
     counters_.num_requests_aborted += 1;
+    counters_.num_requests_finished += 1;  // as the real engine counts: aborts are finished too
     num_aborted_.fetch_add(1);
     requests_.erase(it);
   }

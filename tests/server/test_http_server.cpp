@@ -281,7 +281,7 @@ TEST(HttpServer, ConcurrentStreamsWithRandomDisconnects) {
   const std::string metrics = f.get_text("/metrics");
   EXPECT_NE(metrics.find("tessera:kv_cache_blocks_free{model_name=\"fake-model\"} 1024\n"), std::string::npos);
   EXPECT_NE(metrics.find("tessera:request_aborted_total{model_name=\"fake-model\"} 16\n"), std::string::npos);
-  EXPECT_NE(metrics.find("tessera:request_success_total{model_name=\"fake-model\"} 48\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tessera:requests_finished_total{model_name=\"fake-model\"} 64\n"), std::string::npos);
 }
 
 TEST(HttpServer, GracefulShutdownFinishesInFlightStreams) {

@@ -1,0 +1,170 @@
+"""Fixtures for the end-to-end server tests: the real `tessera serve` on a free loopback port.
+
+Needs: the tessera binary ($TESSERA_BIN, else build*/src/cli/tessera), the default model (found by
+the binary; $TESSERA_MODEL overrides), and the pip packages `openai` and `pytest`. A missing
+openai package is installed with pip once; when that fails the tests skip with a clear message.
+"""
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+SOURCE_DIR = os.environ.get("TESSERA_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+SERVED_NAME = "smol"
+START_TIMEOUT_S = 180
+
+
+def ensure_openai():
+    try:
+        import openai  # noqa: F401
+        return None
+    except ImportError:
+        pass
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "openai"], check=True, timeout=300,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import openai  # noqa: F401
+        return None
+    except Exception as e:  # noqa: BLE001
+        return f"the openai Python package is missing and `pip install openai` failed ({e})"
+
+
+def tessera_bin():
+    env = os.environ.get("TESSERA_BIN")
+    if env and os.path.exists(env):
+        return env
+    found = set(glob.glob(os.path.join(SOURCE_DIR, "build*", "**", "src", "cli", "tessera"), recursive=True) +
+                glob.glob(os.path.join(SOURCE_DIR, "build*", "src", "cli", "tessera")))
+    return max(found, key=os.path.getmtime) if found else None  # the freshest build
+
+
+def model_path():
+    env = os.environ.get("TESSERA_MODEL")
+    if env:
+        return env if os.path.exists(env) else None
+    path = os.path.join(SOURCE_DIR, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return path if os.path.exists(path) else None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, extra_args=()):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = f"/tmp/tessera_e2e_{self.port}.log"
+        args = [tessera_bin(), "serve", "--model", model_path(), "--port", str(self.port), "--host", "127.0.0.1",
+                "--served-model-name", SERVED_NAME, "--kv-cache", "128MiB", "--max-model-len", "1024",
+                "--shutdown-grace", "5", *extra_args]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + START_TIMEOUT_S
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tessera serve exited with {self.proc.returncode}: {self.read_log()}")
+            try:
+                with urllib.request.urlopen(self.base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except Exception:  # noqa: BLE001
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError("tessera serve did not come up: " + self.read_log())
+
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()[-3000:]
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def require_environment():
+    missing = ensure_openai()
+    if missing:
+        pytest.skip(missing)
+    if tessera_bin() is None:
+        pytest.skip("no tessera binary (build the `tessera` target or set TESSERA_BIN)")
+    if model_path() is None:
+        pytest.skip("the default model is missing (run scripts/setup.sh or set TESSERA_MODEL)")
+
+
+@pytest.fixture(scope="session")
+def server():
+    require_environment()
+    s = Server()
+    yield s
+    code = s.stop()
+    assert code == 0, f"tessera serve exited with {code} after SIGTERM: {s.read_log()}"
+
+
+@pytest.fixture(scope="session")
+def client(server):
+    import openai
+    return openai.OpenAI(base_url=server.base + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+@pytest.fixture
+def start_server():
+    """Starts extra servers (auth, shutdown tests); stops whatever is left at the end."""
+    require_environment()
+    started = []
+
+    def start(*extra_args):
+        s = Server(extra_args)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.stop()
+
+
+def http(base, method, path, body=None, headers=None, timeout=120):
+    """Raw HTTP: returns (status, parsed JSON or text)."""
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers or {})
+    if data is not None and "Content-Type" not in (headers or {}):
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, text = r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode("utf-8", "replace")
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def metrics(base):
+    """Prometheus text -> {name: value} for the unlabeled-by-extra-label series."""
+    _, text = http(base, "GET", "/metrics")
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0]
+        if "le=" in name_labels or "position=" in name_labels:
+            continue
+        out[name] = float(value)
+    return out
