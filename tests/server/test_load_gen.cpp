@@ -1,0 +1,119 @@
+// The load generator: seeded workload, arrivals, statistics, and one run against the FakeEngine
+// server (every request completes, token counts come from usage).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "server/load_gen.h"
+#include "server_fixture.h"
+
+namespace tessera::server {
+namespace {
+
+TEST(LoadGen, DatasetIsSeededWithLengthsAndSharedPrefixes) {
+  LoadConfig c;
+  c.num_prompts = 6;
+  c.input_len = 10;
+  c.input_len_range = 0.5;
+  c.prefix_len = 4;
+  c.num_prefix_groups = 2;
+  c.seed = 3;
+  const auto a = make_dataset(c), b = make_dataset(c);
+  ASSERT_EQ(a.size(), 6u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].text, b[i].text);
+    EXPECT_GE(a[i].num_words, 4 + 5);
+    EXPECT_LE(a[i].num_words, 4 + 15);
+    size_t words = 1;
+    for (char ch : a[i].text) words += ch == ' ' ? 1 : 0;
+    EXPECT_EQ(static_cast<int32_t>(words), a[i].num_words);
+  }
+  auto prefix = [](const std::string& s) {
+    size_t pos = 0;
+    for (int k = 0; k < 4; ++k) pos = s.find(' ', pos + 1);
+    return s.substr(0, pos);
+  };
+  EXPECT_EQ(prefix(a[0].text), prefix(a[2].text));
+  EXPECT_EQ(prefix(a[1].text), prefix(a[5].text));
+  EXPECT_NE(prefix(a[0].text), prefix(a[1].text));
+  c.seed = 4;
+  EXPECT_NE(make_dataset(c)[0].text, a[0].text);
+}
+
+TEST(LoadGen, ArrivalsHaveTheRequestedRate) {
+  const auto inf = arrival_offsets(5, INFINITY, 1.0, 1);
+  EXPECT_EQ(inf, std::vector<double>(5, 0.0));
+  const auto poisson = arrival_offsets(20001, 50.0, 1.0, 7);
+  EXPECT_EQ(poisson[0], 0.0);
+  EXPECT_TRUE(std::is_sorted(poisson.begin(), poisson.end()));
+  EXPECT_NEAR(poisson.back() / 20000.0, 1.0 / 50.0, 0.001);  // mean gap = 1 / rate
+  const auto bursty = arrival_offsets(20001, 50.0, 0.25, 7);
+  EXPECT_NEAR(bursty.back() / 20000.0, 1.0 / 50.0, 0.002);
+  EXPECT_EQ(arrival_offsets(10, 5.0, 1.0, 9), arrival_offsets(10, 5.0, 1.0, 9));
+}
+
+TEST(LoadGen, PercentilesTpotAndGoodput) {
+  EXPECT_DOUBLE_EQ(percentile({4, 1, 3, 2}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 90), 4.6);
+  EXPECT_DOUBLE_EQ(percentile({}, 99), 0.0);
+  RequestRecord r;
+  r.ok = true;
+  r.ttft_ms = 100;
+  r.e2e_ms = 1000;
+  r.output_tokens = 10;
+  r.prompt_tokens = 5;
+  r.itl_ms = {100, 100};
+  EXPECT_DOUBLE_EQ(tpot_ms(r), 100.0);  // (1000 - 100) / (10 - 1)
+  RequestRecord slow = r;
+  slow.ttft_ms = 3000;
+  slow.e2e_ms = 3900;
+  RequestRecord failed;
+  failed.error = "HTTP 500";
+  LoadConfig c;
+  c.request_rate = 2.0;
+  c.slo_ms = {{"ttft", 2000}, {"tpot", 150}};
+  const nlohmann::json s = summarize({r, slow, failed}, 2.0, c);
+  EXPECT_EQ(s["completed"], 2);
+  EXPECT_EQ(s["failed"], 1);
+  EXPECT_EQ(s["errors"]["HTTP 500"], 1);
+  EXPECT_DOUBLE_EQ(s["request_throughput"], 1.0);
+  EXPECT_DOUBLE_EQ(s["output_throughput"], 10.0);
+  EXPECT_DOUBLE_EQ(s["total_token_throughput"], 15.0);
+  EXPECT_DOUBLE_EQ(s["ttft_ms"]["mean"], 1550.0);
+  EXPECT_DOUBLE_EQ(s["tpot_ms"]["median"], 100.0);
+  EXPECT_EQ(s["goodput_requests"], 1);
+  EXPECT_DOUBLE_EQ(s["goodput"], 0.5);
+}
+
+TEST(LoadGen, RunsAgainstTheServerWithAConcurrencyCap) {
+  testing::ServerFixture f;
+  LoadConfig c;
+  c.base_url = "http://127.0.0.1:" + std::to_string(f.port());
+  c.num_prompts = 12;
+  c.input_len = 8;
+  c.output_len = 5;
+  c.max_concurrency = 4;
+  c.request_rate = 200.0;
+  double duration = 0.0;
+  const auto records = run_load(c, make_dataset(c), &duration);
+  ASSERT_EQ(records.size(), 12u);
+  for (const RequestRecord& r : records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.output_tokens, 5);
+    EXPECT_GT(r.prompt_tokens, 8);
+    EXPECT_EQ(r.itl_ms.size(), 4u);
+    EXPECT_GT(r.e2e_ms, r.ttft_ms);
+  }
+  EXPECT_GT(duration, 0.0);
+  const nlohmann::json s = summarize(records, duration, c);
+  EXPECT_EQ(s["total_output_tokens"], 60);
+  c.endpoint = "/v1/chat/completions";
+  c.num_prompts = 3;
+  const auto chat = run_load(c, make_dataset(c), &duration);
+  for (const RequestRecord& r : chat) EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(discover_model(c), "fake-model");
+}
+
+}  // namespace
+}  // namespace tessera::server
