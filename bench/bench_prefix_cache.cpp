@@ -5,7 +5,7 @@
 //  2. Throughput at 0% hit rate: 16 requests of 128 unique random tokens, 64 output tokens each,
 //     all at once, cache on vs off. Target: <= 1% loss.
 //
-//   build-x/bench/bench_prefix_cache [--model M] [--rounds 3] [--threads 2]
+//   build-x/bench/bench_prefix_cache [--model M] [--rounds 3] [--tp-rounds 6] [--threads 2]
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -38,12 +38,13 @@ std::unique_ptr<Engine> make(const std::string& model, int32_t threads, bool cac
 
 int main(int argc, char** argv) {
   std::string model = default_model_path();
-  int32_t rounds = 3, threads = 2;
+  int32_t rounds = 3, threads = 2, tp_rounds = 6;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--model") model = argv[i + 1];
     else if (a == "--rounds") rounds = std::atoi(argv[i + 1]);
     else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    else if (a == "--tp-rounds") tp_rounds = std::atoi(argv[i + 1]);
   }
   auto on = make(model, threads, true);
   auto off = make(model, threads, false);
@@ -70,8 +71,14 @@ int main(int argc, char** argv) {
       std::vector<int32_t> p(prefixes[k].begin(), prefixes[k].begin() + prefix_lens[k]);
       const auto sfx = random_prompts(1, 16, vocab, 100 + r * 8 + k)[0];
       p.insert(p.end(), sfx.begin(), sfx.end());
-      ttft_on[prefix_lens[k]].push_back(run_set(*on, {p}, one)[0].first_ms);
-      ttft_off[prefix_lens[k]].push_back(run_set(*off, {p}, one)[0].first_ms);
+      // Alternate which side goes first, so a drift in the machine's load favours neither.
+      if (r % 2 == 0) {
+        ttft_on[prefix_lens[k]].push_back(run_set(*on, {p}, one)[0].first_ms);
+        ttft_off[prefix_lens[k]].push_back(run_set(*off, {p}, one)[0].first_ms);
+      } else {
+        ttft_off[prefix_lens[k]].push_back(run_set(*off, {p}, one)[0].first_ms);
+        ttft_on[prefix_lens[k]].push_back(run_set(*on, {p}, one)[0].first_ms);
+      }
     }
   }
   hit_tokens = on->metrics().prefix_cache_hits - hits_before;
@@ -81,10 +88,10 @@ int main(int argc, char** argv) {
   gen.max_tokens = 64;
   gen.ignore_eos = true;
   std::vector<double> tps_on, tps_off;
-  for (int32_t r = 0; r < rounds; ++r) {
-    // Fresh random prompts every round: nothing to hit (0% hit rate).
+  for (int32_t r = 0; r < tp_rounds; ++r) {
+    // Fresh random prompts every round: nothing to hit (0% hit rate). Alternating order.
     const auto prompts = random_prompts(16, 128, vocab, 5000 + r);
-    for (bool cache : {true, false}) {
+    for (bool cache : {r % 2 == 0, r % 2 != 0}) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto t = run_set(cache ? *on : *off, prompts, gen);
       const double s = ms_since(t0) / 1000.0;
@@ -106,8 +113,8 @@ int main(int argc, char** argv) {
   std::printf("prefix-cache hit tokens over the measured requests: %lld\n", static_cast<long long>(hit_tokens));
   std::vector<double> ratios;
   for (size_t i = 0; i < tps_on.size(); ++i) ratios.push_back(tps_on[i] / tps_off[i]);
-  std::printf("0%% hit rate, 16 x (128 in, 64 out): output tok/s cache on %s, off %s, on/off %s\n",
-              fmt_summary(summarize(tps_on)).c_str(), fmt_summary(summarize(tps_off)).c_str(),
+  std::printf("0%% hit rate, 16 x (128 in, 64 out), %d rounds: output tok/s cache on %s, off %s, on/off %s\n",
+              tp_rounds, fmt_summary(summarize(tps_on)).c_str(), fmt_summary(summarize(tps_off)).c_str(),
               fmt_summary(summarize(ratios), "%.3f").c_str());
   return 0;
 }
