@@ -45,6 +45,7 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     if (u.finished()) forget(u.seq_id);
   }
 
+  if (!speculator_->allow_step()) return;  // the wall-clock guard says speculation does not pay now
   const int32_t num_running = scheduler_->num_running();
   std::vector<spec::DraftRequest> draft_requests;
   for (const auto& [seq_id, request_id] : decoding) {
@@ -98,6 +99,7 @@ Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const
                                          kernels::KvDType kv_dtype) {
   spec::SpeculatorConfig spc;
   spc.num_speculative_tokens = config_.num_speculative_tokens;
+  spc.speed_guard = config_.speculative_speed_guard;
   speculator_ = std::make_unique<spec::Speculator>(spc);
   if (config_.speculative == "ngram") {
     spec::NgramConfig nc;

@@ -24,6 +24,7 @@ FinishReason finish_reason_of(sched::RequestStatus s) {
 }  // namespace
 
 bool EngineImpl::step() {
+  const Clock::time_point step_start = Clock::now();
   sched::SchedulerOutput out = scheduler_->schedule();
   if (out.seqs.empty()) {
     publish_metrics();
@@ -59,6 +60,18 @@ bool EngineImpl::step() {
   live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());
   live_metrics_.lane_steps_total += config_.max_num_seqs;
   handle_updates(out, result, updates);
+  if (speculator_) {
+    // Decode-only steps feed the speculation speed guard (prefill chunks would skew the rates).
+    bool decode_only = true, speculated = false;
+    int64_t emitted = 0;
+    for (size_t i = 0; i < out.seqs.size(); ++i) {
+      const sched::ScheduledSeq& s = out.seqs[i];
+      decode_only &= s.needs_logits && static_cast<int32_t>(s.token_ids.size()) == s.num_spec_tokens + 1;
+      speculated |= s.num_spec_tokens > 0;
+      emitted += static_cast<int64_t>(result.sampled.sampled_token_ids[i].size());
+    }
+    if (decode_only) speculator_->record_step(speculated, emitted, seconds_between(step_start, Clock::now()));
+  }
   publish_metrics();
   return true;
 }

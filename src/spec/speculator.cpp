@@ -42,6 +42,52 @@ void Speculator::record_miss(int64_t seq_id) {
   }
 }
 
+bool Speculator::allow_step() {
+  if (!config_.speed_guard) return true;
+  if (phase_ == GuardPhase::kOff) {
+    if (--off_steps_left_ > 0) return false;
+    phase_ = GuardPhase::kProbe;
+    phase_steps_ = 0;
+    base_tokens_ = base_seconds_ = 0;
+  }
+  return phase_ == GuardPhase::kTrial;
+}
+
+void Speculator::record_step(bool speculated, int64_t tokens, double seconds) {
+  if (!config_.speed_guard || seconds <= 0) return;
+  if (phase_ == GuardPhase::kProbe && !speculated) {
+    base_tokens_ += static_cast<double>(tokens);
+    base_seconds_ += seconds;
+    if (++phase_steps_ >= config_.guard_probe_steps) {
+      phase_ = GuardPhase::kTrial;
+      phase_steps_ = 0;
+      trial_tokens_ = trial_seconds_ = 0;
+    }
+  } else if (phase_ == GuardPhase::kTrial) {
+    trial_tokens_ += static_cast<double>(tokens);
+    trial_seconds_ += seconds;
+    if (trial_steps_ == 0) trial_steps_ = config_.guard_trial_steps;
+    if (++phase_steps_ >= trial_steps_) {
+      const double base_rate = base_tokens_ / base_seconds_;
+      const double trial_rate = trial_tokens_ / trial_seconds_;
+      last_speedup_ = base_rate > 0 ? trial_rate / base_rate : 0.0;
+      phase_steps_ = 0;
+      if (last_speedup_ >= config_.guard_min_speedup) {
+        // It pays: re-measure the baseline, then speculate for a longer trial.
+        phase_ = GuardPhase::kProbe;
+        base_tokens_ = base_seconds_ = 0;
+        next_off_steps_ = 64;
+        trial_steps_ = std::min(trial_steps_ * 2, 512);
+      } else {
+        phase_ = GuardPhase::kOff;
+        trial_steps_ = config_.guard_trial_steps;
+        off_steps_left_ = next_off_steps_;
+        next_off_steps_ = std::min(config_.guard_max_off_steps, next_off_steps_ * 2);
+      }
+    }
+  }
+}
+
 double Speculator::acceptance(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   return it == seqs_.end() ? 0.0 : it->second.alpha;

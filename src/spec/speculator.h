@@ -6,6 +6,10 @@
 //   * per step, no speculation once the batch holds more than max_batch_for_spec sequences:
 //     batched decode is then no longer memory-bound, and verifying k extra tokens per sequence
 //     costs real compute.
+//   * engine-wide, a wall-clock guard: decode-only steps with speculation are timed against
+//     probe windows without it (output tokens per second); when speculating does not pay — a draft
+//     model too slow for its acceptance, verification compute on a busy machine — it is switched
+//     off, with exponential back-off before the next trial.
 // Expected tokens per target step for acceptance α and k drafts: (1 − α^(k+1)) / (1 − α).
 #pragma once
 #include <cstdint>
@@ -24,6 +28,11 @@ struct SpeculatorConfig {
   double ema_weight = 0.3;             // weight of the newest step in the EMA
   int32_t initial_backoff_steps = 4;   // steps without speculation after a low-acceptance verdict
   int32_t max_backoff_steps = 64;
+  bool speed_guard = true;             // the wall-clock guard (tests of exact draft counts turn it off)
+  int32_t guard_probe_steps = 8;       // decode steps without speculation to measure the baseline
+  int32_t guard_trial_steps = 16;      // decode steps with speculation per trial
+  double guard_min_speedup = 1.0;      // keep speculating only at >= this speed-up
+  int32_t guard_max_off_steps = 2048;  // longest back-off after failed trials
 };
 
 class Speculator {
@@ -41,7 +50,23 @@ class Speculator {
 
   double acceptance(int64_t seq_id) const;
 
+  // Wall-clock guard. allow_step(): may this step speculate at all? record_step(): a decode-only
+  // step (every sequence ran its 1 + drafts tokens) that emitted `tokens` in `seconds`;
+  // `speculated` = some sequence ran drafts.
+  bool allow_step();
+  void record_step(bool speculated, int64_t tokens, double seconds);
+  double guard_speedup() const { return last_speedup_; }  // last trial's measured speed-up
+
  private:
+  enum class GuardPhase { kProbe, kTrial, kOff };
+  GuardPhase phase_ = GuardPhase::kProbe;
+  int32_t phase_steps_ = 0;      // decode steps recorded in this phase
+  int32_t off_steps_left_ = 0;   // kOff: steps until the next probe
+  int32_t next_off_steps_ = 64;  // back-off after the next failed trial
+  double base_tokens_ = 0, base_seconds_ = 0, trial_tokens_ = 0, trial_seconds_ = 0;
+  double last_speedup_ = 0.0;
+  int32_t trial_steps_ = 0;      // length of the current trial (grows while speculation pays)
+
   struct SeqStats {
     double alpha = 0.7;        // EMA of per-token acceptance (optimistic start)
     int32_t backoff = 0;       // steps left without speculation

@@ -31,6 +31,7 @@ inline EngineConfig engine_config(const std::string& model, const std::string& s
   c.speculative = speculative;
   c.draft_model_path = draft;
   c.num_speculative_tokens = k;
+  c.speculative_speed_guard = false;  // these tests pin exact draft counts, not wall-clock choices
   return c;
 }
 

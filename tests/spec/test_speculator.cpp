@@ -1,0 +1,87 @@
+// The Speculator's policies with exact step counts: adaptive k and back-off per sequence, the
+// batch-size cut-off, and the wall-clock guard that switches speculation off when it does not pay.
+#include <gtest/gtest.h>
+
+#include "spec/speculator.h"
+
+namespace tessera::spec {
+namespace {
+
+SpeculatorConfig config_without_guard() {
+  SpeculatorConfig c;
+  c.num_speculative_tokens = 4;
+  c.max_batch_for_spec = 4;
+  c.speed_guard = false;
+  return c;
+}
+
+TEST(Speculator, FullKWhileAcceptedHalfKThenBackOff) {
+  Speculator s(config_without_guard());
+  EXPECT_EQ(s.num_tokens_to_propose(1, 1), 4);
+  s.record(1, 4, 4);
+  EXPECT_EQ(s.num_tokens_to_propose(1, 1), 4);
+  // Acceptance collapses: alpha 0.79 -> 0.553 (half k) -> 0.387 (half k) -> 0.271 (< 0.3: back
+  // off 4 steps; alpha restarts at 0.4, so half k after the back-off).
+  s.record(1, 4, 0);
+  EXPECT_EQ(s.num_tokens_to_propose(1, 1), 2);
+  s.record(1, 4, 0);
+  EXPECT_EQ(s.num_tokens_to_propose(1, 1), 2);
+  s.record(1, 4, 0);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(s.num_tokens_to_propose(1, 1), 0) << i;
+  EXPECT_EQ(s.num_tokens_to_propose(1, 1), 2);
+}
+
+TEST(Speculator, NoSpeculationInLargeBatches) {
+  Speculator s(config_without_guard());
+  EXPECT_EQ(s.num_tokens_to_propose(7, 4), 4);
+  EXPECT_EQ(s.num_tokens_to_propose(7, 5), 0);
+}
+
+TEST(Speculator, GuardTurnsOffSpeculationThatIsSlower) {
+  SpeculatorConfig c = config_without_guard();
+  c.speed_guard = true;
+  Speculator s(c);
+  // Probe: 8 steps without speculation, 1 token per 10 ms.
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FALSE(s.allow_step());
+    s.record_step(false, 1, 0.010);
+  }
+  // Trial: 16 steps with speculation emitting 2 tokens per 40 ms: half the speed.
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_TRUE(s.allow_step());
+    s.record_step(true, 2, 0.040);
+  }
+  EXPECT_DOUBLE_EQ(s.guard_speedup(), 0.5);
+  // Off for 64 steps, then a new probe.
+  int off = 0;
+  while (!s.allow_step() && off < 1000) {
+    ++off;
+    if (off > 64) s.record_step(false, 1, 0.010);  // probe steps
+  }
+  EXPECT_EQ(off, 64 + 8);
+}
+
+TEST(Speculator, GuardKeepsSpeculationThatPays) {
+  SpeculatorConfig c = config_without_guard();
+  c.speed_guard = true;
+  Speculator s(c);
+  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 0.010);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(s.allow_step());
+    s.record_step(true, 3, 0.015);  // 2x faster
+  }
+  EXPECT_DOUBLE_EQ(s.guard_speedup(), 2.0);
+  // A short re-probe, then a trial twice as long.
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FALSE(s.allow_step());
+    s.record_step(false, 1, 0.010);
+  }
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(s.allow_step()) << i;
+    s.record_step(true, 3, 0.015);
+  }
+  EXPECT_FALSE(s.allow_step());
+}
+
+}  // namespace
+}  // namespace tessera::spec
