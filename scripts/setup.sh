@@ -46,6 +46,12 @@ fi
 mkdir -p models
 ln -sf "$model_path" models/SmolLM2-135M-Instruct.Q4_1.gguf
 
+# The server's end-to-end tests talk to `tessera serve` with the official OpenAI client.
+if ! "$PYTHON" -c "import openai, pytest" 2>/dev/null; then
+  echo "setup: installing the openai client and pytest (end-to-end tests)"
+  "$PYTHON" -m pip install -q openai pytest 2>&1 | grep -v -i "warning" || true
+fi
+
 presets=("$@")
 if [ ${#presets[@]} -eq 0 ]; then presets=(release); fi
 for preset in "${presets[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test run CI uses: set up, then
-#   1. release build: unit, kernel and golden tests, and the model tests on the real SmolLM2;
+#   1. release build: unit, kernel and golden tests, the model tests on the real SmolLM2, and the
+#      end-to-end server tests (the real `tessera serve` driven by the openai Python client);
 #   2. scalar-only build (TESSERA_FORCE_SCALAR): unit and kernel tests, so the fallback never rots;
 #   3. ASan + UBSan build: unit tests;
 #   4. the GGUF fuzzer, a few seconds (clang libFuzzer).
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 scripts/setup.sh release
-ctest --test-dir build/release --output-on-failure -j"$jobs" -L 'unit|kernel|golden|model'
+ctest --test-dir build/release --output-on-failure -j"$jobs" -L 'unit|kernel|golden|model|e2e'
 
 if [ "${TESSERA_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
 
