@@ -200,7 +200,11 @@ struct HttpServer::Impl {
     } else {
       Result<std::string> text = engine.apply_chat_template(spec.messages, true);
       if (!text.ok()) return set_error(res, from_engine_error(text.error()));
-      ids = engine.tokenize(text.value(), false, /*parse_special=*/true);
+      // As the generate path does: the model's BOS, never twice.
+      ids = engine.tokenize(text.value(), spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
+      if (ids.size() >= 2 && info.bos_id >= 0 && ids[0] == info.bos_id && ids[1] == info.bos_id) {
+        ids.erase(ids.begin());
+      }
     }
     set_json(res, json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", info.context_length}});
   }
