@@ -12,6 +12,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,7 @@ struct EngineConfig {
                                           // does not pay (tests that pin draft counts turn it off)
   uint64_t seed = 0;                      // seeds requests that carry none
   bool verbose = false;                   // start-up summary on stderr
+  std::function<void(double)> on_load_progress;  // called with 0..1 while the weights load
 };
 
 struct ModelInfo {

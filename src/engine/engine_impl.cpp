@@ -55,7 +55,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
     return make_error(ErrorCode::kInvalidArgument, "speculative '{}' must be ngram or draft", config.speculative);
   }
 
-  auto model = LlamaModel::load(config.model_path, nullptr);
+  auto model = LlamaModel::load(config.model_path, config.on_load_progress);
   if (!model) return model.error();
   e->model_ = std::move(*model);
   auto tok = tokenizer::Tokenizer::from_gguf(e->model_->file());
