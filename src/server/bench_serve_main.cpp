@@ -83,6 +83,8 @@ int bench_serve_main(int argc, char** argv) {
   app.add_option("--input-len", c.input_len, "prompt words (about tokens)")->check(CLI::PositiveNumber);
   app.add_option("--input-len-range", c.input_len_range, "+- fraction of --input-len")->check(CLI::Range(0.0, 1.0));
   app.add_option("--output-len", c.output_len, "max_tokens (sent with ignore_eos)")->check(CLI::PositiveNumber);
+  app.add_option("--output-len-range", c.output_len_range, "+- fraction of --output-len (mixed lengths)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--prefix-len", c.prefix_len, "shared-prefix words per group")->check(CLI::NonNegativeNumber);
   app.add_option("--num-prefix-groups", c.num_prefix_groups, "groups sharing a prefix")->check(CLI::PositiveNumber);
   app.add_option("--seed", c.seed, "workload and arrival seed");
@@ -135,7 +137,7 @@ int bench_serve_main(int argc, char** argv) {
   const nlohmann::json out = {
       {"config", {{"base_url", c.base_url}, {"endpoint", c.endpoint}, {"model", c.model},
                   {"num_prompts", c.num_prompts}, {"input_len", c.input_len}, {"input_len_range", c.input_len_range},
-                  {"output_len", c.output_len}, {"prefix_len", c.prefix_len},
+                  {"output_len", c.output_len}, {"output_len_range", c.output_len_range}, {"prefix_len", c.prefix_len},
                   {"num_prefix_groups", c.num_prefix_groups}, {"seed", c.seed}, {"burstiness", c.burstiness},
                   {"max_concurrency", c.max_concurrency}}},
       {"results", results}};

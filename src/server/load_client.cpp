@@ -27,7 +27,7 @@ httplib::Headers auth_headers(const LoadConfig& c) {
 
 RequestRecord run_one(const LoadConfig& c, const std::string& model, const BenchPrompt& prompt) {
   RequestRecord rec;
-  json body = {{"model", model}, {"max_tokens", c.output_len}, {"temperature", 0.0}, {"ignore_eos", true},
+  json body = {{"model", model}, {"max_tokens", prompt.max_tokens > 0 ? prompt.max_tokens : c.output_len}, {"temperature", 0.0}, {"ignore_eos", true},
                {"stream", true}, {"stream_options", {{"include_usage", true}}}};
   if (c.endpoint.find("chat") != std::string::npos) {
     body["messages"] = json::array({{{"role", "user"}, {"content", prompt.text}}});

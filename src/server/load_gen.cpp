@@ -45,6 +45,8 @@ std::vector<BenchPrompt> make_dataset(const LoadConfig& c) {
     prefixes.push_back(c.prefix_len > 0 ? random_words(rng, c.prefix_len) : std::string());
   }
   std::vector<BenchPrompt> out;
+  const int32_t out_spread =
+      static_cast<int32_t>(std::lround(c.output_len * std::clamp(c.output_len_range, 0.0, 1.0)));
   const int32_t spread = static_cast<int32_t>(std::lround(c.input_len * std::clamp(c.input_len_range, 0.0, 1.0)));
   for (int32_t i = 0; i < c.num_prompts; ++i) {
     int32_t len = c.input_len;
@@ -54,6 +56,11 @@ std::vector<BenchPrompt> make_dataset(const LoadConfig& c) {
     BenchPrompt p;
     p.text = prefix.empty() ? random_words(rng, len) : prefix + " " + random_words(rng, len);
     p.num_words = len + (prefix.empty() ? 0 : c.prefix_len);
+    p.max_tokens = c.output_len;
+    if (out_spread > 0) {
+      p.max_tokens += static_cast<int32_t>(rng() % static_cast<uint64_t>(2 * out_spread + 1)) - out_spread;
+      p.max_tokens = std::max(1, p.max_tokens);
+    }
     out.push_back(std::move(p));
   }
   return out;

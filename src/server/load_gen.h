@@ -29,6 +29,7 @@ struct LoadConfig {
   int32_t input_len = 128;                    // words per prompt (~tokens)
   double input_len_range = 0.0;               // +- fraction of input_len, uniform
   int32_t output_len = 64;                    // max_tokens (with ignore_eos)
+  double output_len_range = 0.0;              // +- fraction of output_len, uniform (mixed lengths)
   int32_t prefix_len = 0;                     // shared prefix words per group
   int32_t num_prefix_groups = 1;              // prompts cycle through this many prefixes
   uint64_t seed = 0;
@@ -39,6 +40,7 @@ struct LoadConfig {
 struct BenchPrompt {
   std::string text;
   int32_t num_words = 0;  // words in text (prefix + body)
+  int32_t max_tokens = 0; // output tokens asked for (output_len, or drawn from its range)
 };
 
 // The workload: the same config and seed give the same prompts, byte for byte.
