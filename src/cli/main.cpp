@@ -4,7 +4,6 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "kv/kv_plan.h"
 #if TESSERA_HAVE_SERVER
 #include "server/server_main.h"
 #endif
@@ -38,7 +37,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return tessera::server::serve_main(argc - 1, argv + 1);
 #endif
   if (cmd == "bench") return tessera::cli::bench_main(argc - 1, argv + 1);
-  if (cmd == "kv-plan") return tessera::kv::run_kv_plan(argc - 1, argv + 1);
+  if (cmd == "kv-plan") return tessera::cli::kv_plan_main(argc - 1, argv + 1);
   if (cmd == "tokenize") return tessera::cli::tokenize_main(argc - 1, argv + 1);
   if (cmd == "quantize") return tessera::cli::quantize_main(argc - 1, argv + 1);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {

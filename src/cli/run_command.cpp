@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "util/op_profile.h"
 #include "util/timer.h"
 
 namespace tessera::cli {
@@ -34,6 +35,56 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
+// The --profile table: per op, milliseconds per step and share of the step, for each phase that ran;
+// "engine, scheduler, streaming" is the decode wall time the runner's steps do not account for.
+nlohmann::json profile_report(double decode_wall_ms, bool print) {
+  const profile::Profile& p = profile::global();
+  nlohmann::json out = nlohmann::json::object();
+  const char* phase_names[2] = {"prefill", "decode"};
+  for (int ph = 0; ph < 2; ++ph) {
+    const int64_t steps = p.steps[ph];
+    if (steps == 0) continue;
+    const double step_ms = p.ms[ph][static_cast<int>(profile::Op::kStep)];
+    nlohmann::json rows = nlohmann::json::array();
+    if (print) {
+      std::fprintf(stderr, "\n%s: %lld steps, %.3f ms per step in the runner\n", phase_names[ph],
+                   static_cast<long long>(steps), step_ms / static_cast<double>(steps));
+      std::fprintf(stderr, "  %-28s %10s %12s %8s\n", "op", "calls", "ms/step", "share");
+    }
+    double accounted = 0.0;
+    for (int op = 0; op < profile::kNumOps; ++op) {
+      const auto o = static_cast<profile::Op>(op);
+      if (p.calls[ph][op] == 0) continue;
+      const double ms = p.ms[ph][op];
+      if (o != profile::Op::kStep) accounted += ms;
+      rows.push_back({{"op", profile::op_name(o)}, {"calls", p.calls[ph][op]}, {"ms", ms},
+                      {"ms_per_step", ms / static_cast<double>(steps)}});
+      if (print) {
+        std::fprintf(stderr, "  %-28s %10lld %12.4f %7.1f%%\n", profile::op_name(o), static_cast<long long>(p.calls[ph][op]),
+                     ms / static_cast<double>(steps), step_ms > 0 ? 100.0 * ms / step_ms : 0.0);
+      }
+    }
+    const double rest = step_ms - accounted;
+    rows.push_back({{"op", "runner, other"}, {"ms", rest}, {"ms_per_step", rest / static_cast<double>(steps)}});
+    if (print) {
+      std::fprintf(stderr, "  %-28s %10s %12.4f %7.1f%%\n", "runner, other", "", rest / static_cast<double>(steps),
+                   step_ms > 0 ? 100.0 * rest / step_ms : 0.0);
+    }
+    if (ph == 1 && steps > 1) {
+      // The decode wall spans steps - 1 intervals (first token to last).
+      const double per_step_wall = decode_wall_ms / static_cast<double>(steps - 1);
+      const double engine = per_step_wall - step_ms / static_cast<double>(steps);
+      rows.push_back({{"op", "engine, scheduler, streaming"}, {"ms_per_step", engine}});
+      if (print) {
+        std::fprintf(stderr, "  %-28s %10s %12.4f   (wall %.4f ms per decode step)\n", "engine, scheduler, streaming",
+                     "", engine, per_step_wall);
+      }
+    }
+    out[phase_names[ph]] = {{"steps", steps}, {"ms_per_step", step_ms / static_cast<double>(steps)}, {"ops", rows}};
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_main(int argc, char** argv) {
@@ -45,7 +96,7 @@ int run_main(int argc, char** argv) {
   SamplingParams params;
   params.temperature = 0.0f;
   params.max_tokens = 128;
-  bool json = false, no_bos = false, special = false, quiet = false;
+  bool json = false, no_bos = false, special = false, quiet = false, profile_ops = false;
   uint64_t seed = 0;
   app.add_option("-p,--prompt", prompt, "prompt text (tokenized as the model does; BOS when the model asks)");
   app.add_option("-c,--chat", chat, "a user message, rendered with the model's chat template");
@@ -66,6 +117,8 @@ int run_main(int argc, char** argv) {
   app.add_flag("--special", special, "parse special tokens in --prompt");
   app.add_flag("--json", json, "print one JSON object (ids, text, timings) instead of streaming");
   app.add_flag("-q,--quiet", quiet, "no start-up summary");
+  app.add_flag("--profile", profile_ops, "time each op of the forward, sampling and the engine; print a table "
+               "(stderr, or a \"profile\" object with --json)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -109,6 +162,7 @@ int run_main(int argc, char** argv) {
     if (!json) std::fprintf(stderr, "%s", rendered->c_str());
   }
 
+  if (profile_ops) profile::global().enabled.store(true);
   const Clock::time_point start = Clock::now();
   auto stream = e.submit({ids, params, ""});
   if (!stream) {
@@ -152,12 +206,14 @@ int run_main(int argc, char** argv) {
     j["timings"] = {{"ttft_ms", ttft_ms}, {"prompt_tokens", ids.size()}, {"prompt_tok_per_s", prompt_tps},
                     {"decode_tokens", out_ids.size()}, {"decode_tok_per_s", decode_tps},
                     {"decode_gb_per_s", gbps}, {"total_ms", last_ms}};
+    if (profile_ops) j["profile"] = profile_report(last_ms - ttft_ms, false);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr,
                  "\n[%zu prompt tokens, TTFT %.1f ms (%.0f tok/s) | %zu tokens, %.1f tok/s decode, %.2f GB/s "
                  "of weights | %s]\n",
                  ids.size(), ttft_ms, prompt_tps, out_ids.size(), decode_tps, gbps, finish_reason_name(reason));
+    if (profile_ops) profile_report(last_ms - ttft_ms, true);
   }
   e.shutdown(std::chrono::milliseconds(0));
   return 0;
