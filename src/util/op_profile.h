@@ -1,0 +1,72 @@
+// Per-op wall-time profile of forward steps (`tessera run --profile`): the forward, the runner and
+// the sampler wrap their ops in OpScope; when profiling is off a scope costs one relaxed atomic
+// load. Times are accumulated per phase (prefill steps: more than one token; decode steps: one
+// token) and per op, on whatever thread runs the step (the engine's; one at a time), and read after
+// the run. Nothing here changes a computed value.
+#pragma once
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace tessera::profile {
+
+enum class Op : int {
+  kEmbedding, kRmsnorm, kQkv, kBias, kRope, kWriteKv, kAttention, kWo, kResidual, kFfnGateUp,
+  kSwiglu, kFfnDown, kFinalNorm, kLogits, kSampling, kBuildBatch, kStep, kCount
+};
+constexpr int kNumOps = static_cast<int>(Op::kCount);
+
+inline const char* op_name(Op op) {
+  constexpr std::array<const char*, kNumOps> kNames = {
+      "embedding", "rmsnorm", "qkv matmul", "qkv bias", "rope", "write_kv", "attention",
+      "wo matmul", "residual add", "ffn gate+up", "swiglu", "ffn down", "final norm",
+      "logits matmul", "sampling", "build batch", "runner step (total)"};
+  return kNames[static_cast<size_t>(op)];
+}
+
+enum class Phase : int { kPrefill = 0, kDecode = 1 };
+
+// The accumulated profile: [phase][op] milliseconds and calls, plus steps per phase.
+struct Profile {
+  std::atomic<bool> enabled{false};
+  Phase phase = Phase::kDecode;                          // of the step now running
+  double ms[2][kNumOps] = {};                            // wall milliseconds
+  int64_t calls[2][kNumOps] = {};                        // scopes closed
+  int64_t steps[2] = {};                                 // forward steps (kStep scopes)
+};
+
+inline Profile& global() {
+  static Profile p;
+  return p;
+}
+inline bool enabled() { return global().enabled.load(std::memory_order_relaxed); }
+inline void set_phase(Phase phase) {
+  if (enabled()) global().phase = phase;
+}
+
+// Adds the scope's wall time to `op` of the current phase.
+class OpScope {
+ public:
+  explicit OpScope(Op op) : op_(op), on_(enabled()) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  ~OpScope() {
+    if (!on_) return;
+    Profile& p = global();
+    const auto phase = static_cast<size_t>(p.phase);
+    const auto i = static_cast<size_t>(op_);
+    p.ms[phase][i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    p.calls[phase][i] += 1;
+    if (op_ == Op::kStep) p.steps[phase] += 1;
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  Op op_;
+  bool on_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace tessera::profile
