@@ -131,6 +131,16 @@ int run_main(int argc, char** argv) {
   }
   if (config.max_num_batched_tokens < 2048) config.max_num_batched_tokens = 2048;
   config.verbose = !quiet && !json;
+  if (config.verbose && ::isatty(STDERR_FILENO)) {
+    // A progress bar while the weights load (one tick per layer), erased when done.
+    config.on_load_progress = [](double fraction) {
+      const int filled = static_cast<int>(fraction * 30.0 + 0.5);
+      std::fprintf(stderr, "\rloading [%.*s%.*s] %3.0f%%", filled, "==============================", 30 - filled,
+                   "                              ", fraction * 100.0);
+      if (fraction >= 1.0) std::fprintf(stderr, "\r%60s\r", "");
+      std::fflush(stderr);
+    };
+  }
   if (config.kv_cache_bytes == 0) config.kv_cache_bytes = int64_t{256} << 20;  // one request
 
   auto engine = Engine::create(config);

@@ -3,6 +3,8 @@
 // ISA kernel for the weight type, or the scalar one (bit-identical by construction).
 #include "kernels/matmul.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/matmul_canon.h"
@@ -65,47 +67,121 @@ void WeightMatrix::dequantize_row(int64_t r, float* dst) const {
   kernels::dequantize_row(type_, row(r), dst, cols_);
 }
 
-void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
-  if (m <= 0 || w.rows() == 0) return;
-  const int64_t cols = w.cols();
+namespace {
+
+// Quantizes x into the calling thread's scratch (rows in parallel when m > 1) and points a's
+// activation fields at it. Float weights read x directly.
+void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
+  const WeightFamily family = weight_family(a.type);
+  if (family == WeightFamily::kFloat) return;
   thread_local ActivationScratch scratch;
+  const int64_t m = a.m, cols = a.cols;
+  const float* x = a.x;
+  int8_t* xq = grow(scratch.xq, m * cols);
+  float* xd = grow(scratch.xd, m * cols / kQk);
+  float* xs = grow(scratch.xs, m * cols / kQk);
+  int32_t* xbsums = grow(scratch.xbsums, family == WeightFamily::kSuperBlock256 ? m * cols / 16 : 1);
+  const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
+  const DType type = a.type;
+  // Rows of x are independent: quantize them in parallel (the split cannot change any value).
+  pool.for_chunks(m, std::max<int64_t>(1, m / (4 * pool.num_threads())), [&](int64_t i0, int64_t i1) {
+    const int64_t nb = cols / block;
+    int32_t* bsums = family == WeightFamily::kSuperBlock256 ? xbsums + i0 * (cols / 16) : xbsums;
+#if !defined(TESSERA_FORCE_SCALAR)
+    if (isa_level() >= IsaLevel::kAvx2) {
+      avx2::quantize_activations(x + i0 * cols, (i1 - i0) * nb, block, xq + i0 * cols,
+                                 xd + i0 * nb, xs + i0 * nb, bsums);
+      return;
+    }
+#endif
+    quantize_activations(type, x + i0 * cols, i1 - i0, cols, xq + i0 * cols, xd + i0 * nb,
+                         xs + i0 * nb, bsums);
+  });
+  a.xq = xq;
+  a.xd = xd;
+  a.xs = xs;
+  a.xbsums = xbsums;
+}
+
+MatmulArgs make_args(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   MatmulArgs a;
   a.type = w.type();
   a.w = w.data();
   a.row_bytes = w.row_bytes();
   a.rows = w.rows();
-  a.cols = cols;
+  a.cols = w.cols();
   a.m = m;
   a.x = x;
   a.y = y;
-  const WeightFamily family = weight_family(a.type);
-  if (family != WeightFamily::kFloat) {
-    int8_t* xq = grow(scratch.xq, m * cols);
-    float* xd = grow(scratch.xd, m * cols / kQk);
-    float* xs = grow(scratch.xs, m * cols / kQk);
-    int32_t* xbsums = grow(scratch.xbsums, family == WeightFamily::kSuperBlock256 ? m * cols / 16 : 1);
-    const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
-    // Rows of x are independent: quantize them in parallel (the split cannot change any value).
-    pool.parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
-      const int64_t nb = cols / block;
-      int32_t* bsums = family == WeightFamily::kSuperBlock256 ? xbsums + i0 * (cols / 16) : xbsums;
-#if !defined(TESSERA_FORCE_SCALAR)
-      if (isa_level() >= IsaLevel::kAvx2) {
-        avx2::quantize_activations(x + i0 * cols, (i1 - i0) * nb, block, xq + i0 * cols,
-                                   xd + i0 * nb, xs + i0 * nb, bsums);
-        return;
-      }
-#endif
-      quantize_activations(a.type, x + i0 * cols, i1 - i0, cols, xq + i0 * cols, xd + i0 * nb,
-                           xs + i0 * nb, bsums);
-    });
-    a.xq = xq;
-    a.xd = xd;
-    a.xs = xs;
-    a.xbsums = xbsums;
+  return a;
+}
+
+// The inline threshold, overridable with TESSERA_MATMUL_INLINE_BYTES (for tuning benches).
+int64_t inline_bytes() {
+  static const int64_t v = [] {
+    const char* env = std::getenv("TESSERA_MATMUL_INLINE_BYTES");
+    return env ? std::atoll(env) : kMatmulInlineBytes;
+  }();
+  return v;
+}
+
+// Output rows are handed out in chunks of a multiple of 16 rows (stores of two threads stay on
+// separate cache lines), about 8 chunks per thread; which thread runs a chunk never changes a value.
+constexpr int64_t kRowGrain = 16;
+int64_t row_chunk(int64_t rows, const ThreadPool& pool) {
+  const int64_t per = rows / (8 * int64_t{pool.num_threads()});
+  return std::max(kRowGrain, (per + kRowGrain - 1) / kRowGrain * kRowGrain);
+}
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
+  if (m <= 0 || w.rows() == 0) return;
+  MatmulArgs a = make_args(w, x, m, y);
+  prepare_activations(a, pool);
+  if (static_cast<int64_t>(w.bytes()) * m < inline_bytes()) {
+    run_rows(a, 0, w.rows());
+    return;
   }
-  // Grain of 16 rows keeps each thread's stores apart; the split never changes a value.
-  pool.parallel_for(w.rows(), 16, [&](int64_t r0, int64_t r1) { run_rows(a, r0, r1); });
+  pool.for_chunks(w.rows(), row_chunk(w.rows(), pool), [&](int64_t r0, int64_t r1) { run_rows(a, r0, r1); });
+}
+
+void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
+  if (m <= 0 || outs.empty()) return;
+  constexpr size_t kMaxOuts = 4;
+  const WeightMatrix& w0 = *outs[0].w;
+  bool shared = outs.size() <= kMaxOuts;
+  for (const MatmulOut& o : outs) {
+    shared = shared && o.w->cols() == w0.cols() && weight_family(o.w->type()) == weight_family(w0.type());
+  }
+  if (!shared) {
+    for (const MatmulOut& o : outs) matmul(*o.w, x, m, o.y, pool);
+    return;
+  }
+  MatmulArgs args[kMaxOuts];
+  int64_t first_row[kMaxOuts + 1] = {0};  // prefix sums of rows: output k owns [first_row[k], first_row[k+1])
+  int64_t bytes = 0;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    args[k] = make_args(*outs[k].w, x, m, outs[k].y);
+    first_row[k + 1] = first_row[k] + outs[k].w->rows();
+    bytes += static_cast<int64_t>(outs[k].w->bytes());
+  }
+  prepare_activations(args[0], pool);
+  for (size_t k = 1; k < outs.size(); ++k) {
+    args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
+  }
+  const size_t n = outs.size();
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t lo = std::max(r0, first_row[k]), hi = std::min(r1, first_row[k + 1]);
+      if (lo < hi) run_rows(args[k], lo - first_row[k], hi - first_row[k]);
+    }
+  };
+  if (bytes * m < inline_bytes()) {
+    rows(0, first_row[n]);
+    return;
+  }
+  pool.for_chunks(first_row[n], row_chunk(first_row[n], pool), rows);
 }
 
 }  // namespace tessera::kernels

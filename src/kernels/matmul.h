@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "util/dtype.h"
 #include "util/thread_pool.h"
@@ -49,6 +50,22 @@ class WeightMatrix {
 // Scratch for the quantized activations is a per-calling-thread buffer that only grows: no
 // allocation per call in steady state.
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool);
+
+// One output of matmul_group: y[i][r] = sum_c x[i][c] * w[r][c], y: [m][w.rows()].
+struct MatmulOut {
+  const WeightMatrix* w = nullptr;  // weight [rows][cols]
+  float* y = nullptr;               // [m][w->rows()]
+};
+// Several weights read by the same x (q, k, v; gate, up): when they share cols and activation
+// format, x is quantized once and every output's rows share one split over the pool (one wake-up
+// instead of one per weight). The same bits as one matmul() per output.
+void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool);
+
+// Weight bytes x activation rows below which a matmul runs on the calling thread alone: waking a
+// worker (microseconds when it spins, a scheduler slice when the machine is loaded) costs more than
+// it saves. Which thread computes a row never changes its bits.
+inline constexpr int64_t kMatmulInlineBytes = int64_t{96} << 10;
+
 // The scalar twin: same activation quantization, same reduction order, one thread.
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y);
 

@@ -4,6 +4,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "util/op_profile.h"
 
 namespace tessera {
 
@@ -39,6 +40,14 @@ Result<std::vector<float>> load_vector(const gguf::GgufFile& f, const std::strin
   std::vector<float> out(static_cast<size_t>(n));
   kernels::dequantize_row_ref((*t)->type, (*t)->data, out.data(), n);
   return out;
+}
+
+// Reads one byte per page so the mapping is resident after load (the progress bar then shows the
+// real reading, and the first step does not pay the page faults).
+void prefault(const uint8_t* data, size_t bytes) {
+  volatile uint8_t sink = 0;
+  for (size_t i = 0; i < bytes; i += 4096) sink = sink + data[i];
+  (void)sink;
 }
 
 }  // namespace
@@ -104,6 +113,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::from_gguf(gguf::GgufFile file, c
       if (!r) return r.error();
       dst = std::move(*r);
       m->weight_bytes_ += dst.bytes();
+      prefault(dst.data(), dst.bytes());
       return ok_status();
     };
     auto set_vector = [&](std::vector<float>& dst, const char* name, int64_t n) -> Status {
@@ -133,6 +143,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::from_gguf(gguf::GgufFile file, c
 
 void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorkspace& ws,
                          ThreadPool& pool, float* logits) const {
+  using profile::Op;
+  using profile::OpScope;
   const ModelConfig& c = config_;
   const auto num_tokens = static_cast<int64_t>(batch.tokens.size());
   TESSERA_CHECK(num_tokens > 0 && num_tokens <= ws.max_tokens(), "batch of {} tokens (workspace {})",
@@ -142,54 +154,97 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
   float* x = ws.x.data();
   float* h = ws.h.data();
 
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const int32_t id = batch.tokens[static_cast<size_t>(t)];
-    TESSERA_CHECK(id >= 0 && id < c.vocab_size, "token id {} outside the vocabulary ({})", id, c.vocab_size);
-    token_embd_.dequantize_row(id, x + t * dim);
+  {
+    OpScope scope(Op::kEmbedding);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      const int32_t id = batch.tokens[static_cast<size_t>(t)];
+      TESSERA_CHECK(id >= 0 && id < c.vocab_size, "token id {} outside the vocabulary ({})", id, c.vocab_size);
+      token_embd_.dequantize_row(id, x + t * dim);
+    }
   }
 
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    // Attention block.
-    kernels::rmsnorm(x, w.attn_norm.data(), c.rms_eps, h, dim, num_tokens);
-    kernels::matmul(w.wq, h, num_tokens, ws.q.data(), pool);
-    kernels::matmul(w.wk, h, num_tokens, ws.k.data(), pool);
-    kernels::matmul(w.wv, h, num_tokens, ws.v.data(), pool);
+    // Attention block. q, k and v read the same normed rows: one quantization, one dispatch.
+    {
+      OpScope scope(Op::kRmsnorm);
+      kernels::rmsnorm(x, w.attn_norm.data(), c.rms_eps, h, dim, num_tokens);
+    }
+    {
+      OpScope scope(Op::kQkv);
+      const kernels::MatmulOut qkv[] = {{&w.wq, ws.q.data()}, {&w.wk, ws.k.data()}, {&w.wv, ws.v.data()}};
+      kernels::matmul_group(qkv, h, num_tokens, pool);
+    }
     if (c.has_qkv_bias) {
+      OpScope scope(Op::kBias);
       for (int64_t t = 0; t < num_tokens; ++t) {
         kernels::add_inplace(ws.q.data() + t * c.q_dim(), w.bq.data(), c.q_dim());
         kernels::add_inplace(ws.k.data() + t * c.kv_dim(), w.bk.data(), c.kv_dim());
         kernels::add_inplace(ws.v.data() + t * c.kv_dim(), w.bv.data(), c.kv_dim());
       }
     }
-    kernels::rope(ws.q.data(), num_tokens, c.num_heads, c.head_dim, batch.positions.data(), c.rope);
-    kernels::rope(ws.k.data(), num_tokens, c.num_kv_heads, c.head_dim, batch.positions.data(), c.rope);
+    {
+      OpScope scope(Op::kRope);
+      kernels::rope(ws.q.data(), num_tokens, c.num_heads, c.head_dim, batch.positions.data(), c.rope);
+      kernels::rope(ws.k.data(), num_tokens, c.num_kv_heads, c.head_dim, batch.positions.data(), c.rope);
+    }
     const kernels::KvLayer& kv_layer = kv.layer(l);
-    kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data());
-    kernels::paged_attention(kv_layer, batch.attn, ws.q.data(), c.num_heads, attn_scale,
-                             ws.attn.data(), pool, ws.attn_ws);
-    kernels::matmul(w.wo, ws.attn.data(), num_tokens, h, pool);
-    kernels::add_inplace(x, h, num_tokens * dim);
+    {
+      OpScope scope(Op::kWriteKv);
+      kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data());
+    }
+    {
+      OpScope scope(Op::kAttention);
+      kernels::paged_attention(kv_layer, batch.attn, ws.q.data(), c.num_heads, attn_scale,
+                               ws.attn.data(), pool, ws.attn_ws);
+    }
+    {
+      OpScope scope(Op::kWo);
+      kernels::matmul(w.wo, ws.attn.data(), num_tokens, h, pool);
+    }
+    {
+      OpScope scope(Op::kResidual);
+      kernels::add_inplace(x, h, num_tokens * dim);
+    }
 
     // Feed-forward block.
-    kernels::rmsnorm(x, w.ffn_norm.data(), c.rms_eps, h, dim, num_tokens);
-    kernels::matmul(w.w_gate, h, num_tokens, ws.gate.data(), pool);
-    kernels::matmul(w.w_up, h, num_tokens, ws.up.data(), pool);
-    kernels::swiglu(ws.gate.data(), ws.up.data(), ws.gate.data(), num_tokens * c.ffn_dim);
-    kernels::matmul(w.w_down, ws.gate.data(), num_tokens, h, pool);
-    kernels::add_inplace(x, h, num_tokens * dim);
+    {
+      OpScope scope(Op::kRmsnorm);
+      kernels::rmsnorm(x, w.ffn_norm.data(), c.rms_eps, h, dim, num_tokens);
+    }
+    {
+      OpScope scope(Op::kFfnGateUp);
+      const kernels::MatmulOut gate_up[] = {{&w.w_gate, ws.gate.data()}, {&w.w_up, ws.up.data()}};
+      kernels::matmul_group(gate_up, h, num_tokens, pool);
+    }
+    {
+      OpScope scope(Op::kSwiglu);
+      kernels::swiglu(ws.gate.data(), ws.up.data(), ws.gate.data(), num_tokens * c.ffn_dim);
+    }
+    {
+      OpScope scope(Op::kFfnDown);
+      kernels::matmul(w.w_down, ws.gate.data(), num_tokens, h, pool);
+    }
+    {
+      OpScope scope(Op::kResidual);
+      kernels::add_inplace(x, h, num_tokens * dim);
+    }
   }
 
   // Logits only for the rows that need them.
   const auto num_rows = static_cast<int64_t>(batch.logits_rows.size());
   if (num_rows == 0) return;
   float* rows = ws.final_rows.data();
-  for (int64_t r = 0; r < num_rows; ++r) {
-    const int32_t t = batch.logits_rows[static_cast<size_t>(r)];
-    TESSERA_CHECK(t >= 0 && t < num_tokens, "logits row {} outside the batch", t);
-    kernels::rmsnorm(x + t * dim, output_norm_.data(), c.rms_eps, rows + r * dim, dim, 1);
+  {
+    OpScope scope(Op::kFinalNorm);
+    for (int64_t r = 0; r < num_rows; ++r) {
+      const int32_t t = batch.logits_rows[static_cast<size_t>(r)];
+      TESSERA_CHECK(t >= 0 && t < num_tokens, "logits row {} outside the batch", t);
+      kernels::rmsnorm(x + t * dim, output_norm_.data(), c.rms_eps, rows + r * dim, dim, 1);
+    }
   }
+  OpScope scope(Op::kLogits);
   kernels::matmul(output_, rows, num_rows, logits, pool);
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/op_profile.h"
+
 namespace tessera {
 
 ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config)
@@ -77,7 +79,14 @@ RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const Sampl
   num_logits_rows_ = 0;
   if (out.seqs.empty()) return result;
 
-  build_batch(out);
+  profile::OpScope step_scope(profile::Op::kStep);
+  {
+    size_t step_tokens = 0;
+    for (const sched::ScheduledSeq& s : out.seqs) step_tokens += s.token_ids.size();
+    profile::set_phase(step_tokens > 1 ? profile::Phase::kPrefill : profile::Phase::kDecode);
+    profile::OpScope scope(profile::Op::kBuildBatch);
+    build_batch(out);
+  }
   ForwardBatch batch;
   batch.tokens = tokens_;
   batch.positions = positions_;
@@ -94,6 +103,7 @@ RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const Sampl
                 "{} logits rows exceed the preallocated buffer", num_logits_rows_);
   model_.forward(batch, kv_, workspace_, pool_, logits_.data());
 
+  profile::OpScope sampling_scope(profile::Op::kSampling);
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   size_t row = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {

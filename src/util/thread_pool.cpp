@@ -40,6 +40,13 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
+void ThreadPool::publish() {
+  // seq_cst bump, then the sleeper count: a worker that registers as a sleeper after this load
+  // re-reads generation_ before it blocks and sees the bump (Dekker order), so it cannot miss it.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
+}
+
 void ThreadPool::run_erased(void* ctx, Trampoline fn) {
   if (num_threads_ == 1) {
     fn(ctx, 0, 1);
@@ -48,11 +55,38 @@ void ThreadPool::run_erased(void* ctx, Trampoline fn) {
   job_ctx_ = ctx;
   job_fn_ = fn;
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  run_generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  publish();
   fn(ctx, 0, num_threads_);
   // Spin, then yield: with more threads than cores a descheduled worker needs the core back.
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinIterations) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void ThreadPool::take_chunks(ChunkJob& job) {
+  const int64_t num_chunks = (job.n + job.chunk - 1) / job.chunk;
+  for (int64_t k = next_chunk_.fetch_add(1, std::memory_order_relaxed); k < num_chunks;
+       k = next_chunk_.fetch_add(1, std::memory_order_relaxed)) {
+    job.fn(job.ctx, k * job.chunk, std::min(job.n, (k + 1) * job.chunk));
+  }
+}
+
+void ThreadPool::run_chunks(ChunkJob& job) {
+  chunk_job_ = &job;
+  next_chunk_.store(0, std::memory_order_relaxed);
+  // The generation this job will carry once published; workers join only while it is open.
+  open_generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  publish();
+  take_chunks(job);
+  // Close the job, then wait only for workers that joined before the close (seq_cst pairs with the
+  // worker's active_ increment and open_generation_ check).
+  open_generation_.store(0, std::memory_order_seq_cst);
+  for (int spin = 0; active_.load(std::memory_order_seq_cst) != 0; ++spin) {
     if (spin < kSpinIterations) {
       cpu_relax();
     } else {
@@ -70,13 +104,24 @@ void ThreadPool::worker_loop(int index) {
       current = generation_.load(std::memory_order_acquire);
     }
     while (current == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      if (generation_.load(std::memory_order_seq_cst) == seen) generation_.wait(seen, std::memory_order_seq_cst);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
       current = generation_.load(std::memory_order_acquire);
     }
     seen = current;
     if (stop_.load()) return;
-    job_fn_(job_ctx_, index, num_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    // A run() job waits for every worker, so its generation is still current here; a chunk job
+    // may have been closed (and others published) while this worker slept.
+    if (run_generation_.load(std::memory_order_acquire) == current) {
+      job_fn_(job_ctx_, index, num_threads_);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      continue;
+    }
+    // A chunk job: join only if it is still open (the caller may have finished without us).
+    active_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_generation_.load(std::memory_order_seq_cst) == current) take_chunks(*chunk_job_);
+    active_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 

@@ -1,10 +1,18 @@
 // A persistent compute pool: num_threads - 1 workers plus the calling thread. Workers spin briefly
 // and then sleep on an atomic between jobs, so a step of a small model pays no thread start-up and
-// little wake-up latency. One job runs at a time; run() is called from one thread (the engine's).
+// little wake-up latency (the futex wake is skipped when no worker sleeps). One job runs at a time;
+// run(), parallel_for() and for_chunks() are called from one thread (the engine's).
+//
+// for_chunks() never waits for a worker that has not started: chunks are handed out from an atomic
+// counter, the caller takes them too, and a worker that wakes after the caller closed the job skips
+// it. On a loaded machine (more runnable threads than cores) a descheduled worker then costs
+// nothing instead of a scheduler time slice per job. Callers whose results do not depend on which
+// thread computes a chunk (every kernel here) use it.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace tessera {
@@ -23,6 +31,24 @@ class ThreadPool {
   template <typename Fn>
   void run(Fn&& fn) {
     run_erased(&fn, [](void* ctx, int index, int count) { (*static_cast<Fn*>(ctx))(index, count); });
+  }
+
+  // Calls fn(begin, end) for the chunks [k * chunk, min(n, (k + 1) * chunk)) of [0, n), each once,
+  // on the caller and whichever workers join in time; returns when all are done (a pool of one
+  // thread, or a single chunk, gets one call for all of [0, n)). Which thread runs a chunk depends
+  // on timing: fn must give the same result wherever it runs. No allocation.
+  template <typename Fn>
+  void for_chunks(int64_t n, int64_t chunk, Fn&& fn) {
+    if (n <= 0) return;
+    if (chunk < 1) chunk = 1;
+    if (num_threads_ == 1 || chunk >= n) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    using F = std::remove_reference_t<Fn>;
+    ChunkJob job{n, chunk, const_cast<void*>(static_cast<const void*>(&fn)),
+                 [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); }};
+    run_chunks(job);
   }
 
   // Splits [0, n) into num_threads contiguous ranges (each a multiple of `grain`, except the last)
@@ -47,7 +73,18 @@ class ThreadPool {
 
  private:
   using Trampoline = void (*)(void*, int, int);
+  using ChunkFn = void (*)(void*, int64_t, int64_t);
+  struct ChunkJob {
+    int64_t n;      // items
+    int64_t chunk;  // items per chunk
+    void* ctx;      // the caller's callable
+    ChunkFn fn;     // calls it on [begin, end)
+  };
   void run_erased(void* ctx, Trampoline fn);
+  void run_chunks(ChunkJob& job);
+  void take_chunks(ChunkJob& job);
+  // Publishes the job that job_fn_/job_ctx_ (or chunk_job_) describe and wakes sleeping workers.
+  void publish();
   void worker_loop(int index);
 
   int num_threads_;
@@ -55,8 +92,15 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};   // bumped to publish a job
   std::atomic<int> pending_{0};           // workers still running the current job
   std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};          // workers blocked in generation_.wait
   void* job_ctx_ = nullptr;
   Trampoline job_fn_ = nullptr;
+  // for_chunks jobs: the open generation (0 when closed), the next chunk, workers inside the job.
+  std::atomic<uint64_t> run_generation_{0};  // generation of the latest run() job
+  ChunkJob* chunk_job_ = nullptr;
+  std::atomic<uint64_t> open_generation_{0};
+  std::atomic<int64_t> next_chunk_{0};
+  std::atomic<int> active_{0};
 };
 
 // Threads to use by default: the number of cores the process may run on.

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""B1/B2: single-stream decode and prefill speed, tessera vs llama.cpp, interleaved round by round.
+
+Same GGUF, same thread count, same fixed-seed random prompt ids on both sides. Each round runs
+every case once on tessera (`tessera run --prompt-ids ... --ignore-eos --json`, a subprocess) and
+then once on llama.cpp (llama-cpp-python's low-level API, in this process, model loaded once), so
+a burst of load from other processes hits both sides alike.
+
+  B1 decode: a prompt of C tokens (C = 16 "short", and 2048), then N = 128 greedy tokens, EOS
+     ignored. tok/s = decode steps / time from the first token to the last (tessera: its JSON
+     timings; llama.cpp: N single-token llama_decode calls, each followed by a logits argmax).
+  B2 prefill: a prompt of P = 128, 512, 2048 tokens, one token generated. tok/s = P / time to the
+     first token (tessera: submit to first token; llama.cpp: llama_decode of the prompt with
+     n_batch 2048, n_ubatch 512 (its defaults) plus the argmax).
+
+Every figure is printed beside the machine's limits: probe_bandwidth's GB/s (decode streams every
+weight once per token, so achieved GB/s = tok/s x weight bytes) and probe_compute's int8 GOP/s.
+Ratios are tessera / llama.cpp per round: median and min-max over rounds.
+
+  python3 bench/bench_llama_cpp.py --tessera build/src/cli/tessera \
+      --model models/SmolLM2-135M-Instruct.Q4_1.gguf --threads 2 --rounds 5
+
+Notes: llama.cpp's AMX/extra-buffer weight repacking crashes on this VM (use_extra_bufts = False);
+its log goes to stderr, which this script sends to /dev/null while llama.cpp runs.
+"""
+import argparse
+import ctypes
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import llama_cpp as L
+
+
+class Quiet:
+    """Sends fd 2 (llama.cpp's log) to /dev/null inside the block."""
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self.saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc):
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+
+
+class LlamaSide:
+    """One model and one context, reused for every case (the KV memory is cleared in between)."""
+
+    def __init__(self, model_path, threads, n_ctx):
+        with Quiet():
+            L.llama_backend_init()
+            mp = L.llama_model_default_params()
+            mp.use_extra_bufts = False  # AMX repacking crashes on this VM
+            self.model = L.llama_model_load_from_file(model_path.encode(), mp)
+            if not self.model:
+                sys.exit("llama.cpp cannot load " + model_path)
+            self.vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
+            cp = L.llama_context_default_params()
+            cp.n_ctx = n_ctx
+            cp.n_batch = 2048
+            cp.n_ubatch = 512
+            cp.n_seq_max = 1
+            cp.n_threads = threads
+            cp.n_threads_batch = threads
+            self.ctx = L.llama_init_from_model(self.model, cp)
+            if not self.ctx:
+                sys.exit("llama.cpp cannot create a context")
+        self.batch = L.llama_batch_init(2048, 0, 1)
+
+    def _decode(self, ids, pos0):
+        b = self.batch
+        b.n_tokens = len(ids)
+        for i, tok in enumerate(ids):
+            b.token[i] = tok
+            b.pos[i] = pos0 + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = 1 if i == len(ids) - 1 else 0
+        if L.llama_decode(self.ctx, b) != 0:
+            sys.exit("llama_decode failed")
+        ptr = L.llama_get_logits_ith(self.ctx, len(ids) - 1)
+        return int(np.ctypeslib.as_array(ptr, shape=(self.vocab,)).argmax())
+
+    def _prefill(self, ids):
+        tok = None
+        for s in range(0, len(ids), 2048):
+            tok = self._decode(ids[s:s + 2048], s)
+        return tok
+
+    def run(self, prompt, n_decode, threads):
+        """Returns (prefill seconds, decode seconds for n_decode tokens after the first)."""
+        with Quiet():
+            L.llama_set_n_threads(self.ctx, threads, threads)
+            L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+            t0 = time.perf_counter()
+            tok = self._prefill(prompt)
+            t1 = time.perf_counter()
+            pos = len(prompt)
+            for _ in range(n_decode):
+                tok = self._decode([tok], pos)
+                pos += 1
+            t2 = time.perf_counter()
+        return t1 - t0, t2 - t1
+
+
+def run_tessera(binary, model, threads, prompt, n_out, extra):
+    cmd = [binary, "run", "--model", model, "--threads", str(threads), "--json", "--ignore-eos",
+           "-n", str(n_out), "--max-model-len", "4096", "--prompt-ids", ",".join(map(str, prompt))]
+    cmd += extra
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("tessera failed: " + " ".join(cmd[:8]) + " ...\n" + p.stderr[-2000:])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def probe(path, args):
+    if not path or not os.path.exists(path):
+        return None, "(not built)"
+    out = subprocess.run([path] + args, capture_output=True, text=True).stdout
+    return out, out.strip()
+
+
+def summary(values):
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt_range(values, digits=1):
+    med, lo, hi = summary(values)
+    return f"{med:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tessera", default=os.path.join(root, "build/src/cli/tessera"))
+    ap.add_argument("--model", default=os.path.join(root, "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--threads", default="2", help="thread counts, comma-separated (e.g. 1,2)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--contexts", default="16,2048", help="B1: prompt lengths before decoding")
+    ap.add_argument("--prefills", default="128,512,2048", help="B2: prompt lengths")
+    ap.add_argument("--only", choices=["b1", "b2"], help="run one of the two")
+    ap.add_argument("--probe-dir", default=None, help="folder with probe_bandwidth, probe_compute")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json-out", default=None)
+    ap.add_argument("--tessera-arg", action="append", default=[], help="extra flag for tessera run")
+    a = ap.parse_args()
+
+    probe_dir = a.probe_dir or os.path.join(os.path.dirname(os.path.dirname(a.tessera)), "..", "bench")
+    thread_counts = [int(t) for t in a.threads.split(",")]
+    bw = {}
+    load = os.getloadavg()
+    print(f"# model {a.model}")
+    print(f"# threads {a.threads}, rounds {a.rounds}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    for t in thread_counts:
+        bw_text, bw_line = probe(os.path.join(probe_dir, "probe_bandwidth"), ["512", str(t)])
+        _, cp_line = probe(os.path.join(probe_dir, "probe_compute"), [str(t)])
+        bw[t] = float(re.search(r"([\d.]+) GB/s", bw_text).group(1)) if bw_text else None
+        print(f"# {bw_line}")
+        for line in cp_line.splitlines():
+            print(f"# {line}")
+
+    contexts = [int(x) for x in a.contexts.split(",")] if a.only != "b2" else []
+    prefills = [int(x) for x in a.prefills.split(",")] if a.only != "b1" else []
+    n_ctx = max(contexts + prefills + [16]) + a.decode_tokens + 16
+    llama = LlamaSide(a.model, thread_counts[0], n_ctx)
+    rng = random.Random(a.seed)
+    prompt_of = {}
+    for n in set(contexts + prefills):
+        prompt_of[n] = [rng.randrange(256, llama.vocab) for _ in range(n)]
+
+    cases = [(t, "B1", n) for t in thread_counts for n in contexts] + \
+            [(t, "B2", n) for t in thread_counts for n in prefills]
+    res = {c: {"ours": [], "theirs": []} for c in cases}
+    weight_bytes = None
+    for rnd in range(a.rounds):
+        for case in cases:
+            t, kind, n = case
+            prompt = prompt_of[n]
+            if kind == "B1":
+                j = run_tessera(a.tessera, a.model, t, prompt, a.decode_tokens + 1, a.tessera_arg)
+                ours = j["timings"]["decode_tok_per_s"]
+                if ours > 0:
+                    weight_bytes = j["timings"]["decode_gb_per_s"] * 1e9 / ours
+                _, dec_s = llama.run(prompt, a.decode_tokens, t)
+                theirs = a.decode_tokens / dec_s
+            else:
+                j = run_tessera(a.tessera, a.model, t, prompt, 1, a.tessera_arg)
+                ours = n / (j["timings"]["ttft_ms"] / 1000.0)
+                pre_s, _ = llama.run(prompt, 0, t)
+                theirs = n / pre_s
+            res[case]["ours"].append(ours)
+            res[case]["theirs"].append(theirs)
+            print(f"# round {rnd + 1} {kind} {n:5d} x{t}: tessera {ours:9.1f} tok/s, llama.cpp {theirs:9.1f} tok/s, "
+                  f"ratio {ours / theirs:.3f}", flush=True)
+
+    load_end = os.getloadavg()
+    print(f"# load average at the end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    print()
+    print(f"| case | threads | tessera tok/s | llama.cpp tok/s | ratio median (min-max) | tessera ms/tok | tessera GB/s | llama.cpp GB/s | probe GB/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    table = []
+    for case in cases:
+        t, kind, n = case
+        ours, theirs = res[case]["ours"], res[case]["theirs"]
+        ratios = [o / t for o, t in zip(ours, theirs)]
+        rmed, rlo, rhi = summary(ratios)
+        name = f"B1 decode {a.decode_tokens} after {n}" if kind == "B1" else f"B2 prefill {n}"
+        gb_o = gb_t = "-"
+        if kind == "B1" and weight_bytes:
+            gb_o = f"{statistics.median(ours) * weight_bytes / 1e9:.2f}"
+            gb_t = f"{statistics.median(theirs) * weight_bytes / 1e9:.2f}"
+        ms = 1000.0 / statistics.median(ours)
+        bw_s = f"{bw[t]:.1f}" if bw.get(t) else "-"
+        print(f"| {name} | {t} | {fmt_range(ours)} | {fmt_range(theirs)} | {rmed:.3f} ({rlo:.3f}-{rhi:.3f}) | "
+              f"{ms:.3f} | {gb_o} | {gb_t} | {bw_s} |")
+        table.append({"case": name, "threads": t, "ours": ours, "theirs": theirs, "ratio_median": rmed, "ratio_min": rlo,
+                      "ratio_max": rhi})
+    if weight_bytes:
+        print(f"\nweight bytes read per decoded token: {weight_bytes / 1e6:.1f} MB")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump({"model": a.model, "threads": thread_counts, "load": load, "probe_gb_per_s": bw,
+                       "weight_bytes": weight_bytes, "cases": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
