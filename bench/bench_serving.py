@@ -47,6 +47,7 @@ def free_port():
 def start_server(binary, port, extra, args):
     cmd = [binary, "serve", "--port", str(port), "--threads", str(args.threads),
            "--max-num-seqs", str(args.max_num_seqs), "--max-num-batched-tokens", "2048",
+           "--max-model-len", "2048",  # unchunked prefill needs the budget to cover a whole prompt
            "--kv-cache", args.kv_cache] + extra
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
