@@ -31,6 +31,7 @@ def main():
 
     L.llama_backend_init()
     mp = L.llama_model_default_params()
+    mp.use_extra_bufts = False  # the AMX repacking buffers crash in llama_decode on this VM
     model = L.llama_model_load_from_file(a.model.encode(), mp)
     if not model:
         sys.exit("cannot load " + a.model)
