@@ -9,10 +9,13 @@
 #include <random>
 #include <thread>
 
-#include "cli/engine_flags.h"
+#include "server/engine_flags.h"
 #include "util/timer.h"
 
 namespace tessera::cli {
+
+using server::add_engine_flags;
+using server::finish_engine_flags;
 
 namespace {
 

@@ -7,11 +7,14 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/engine_flags.h"
+#include "server/engine_flags.h"
 #include "util/op_profile.h"
 #include "util/timer.h"
 
 namespace tessera::cli {
+
+using server::add_engine_flags;
+using server::finish_engine_flags;
 
 namespace {
 

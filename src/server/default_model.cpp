@@ -1,10 +1,10 @@
-#include "cli/default_model.h"
+#include "server/default_model.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
 
-namespace tessera::cli {
+namespace tessera::server {
 
 namespace fs = std::filesystem;
 
@@ -37,4 +37,4 @@ std::string find_default_model() {
   return {};
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::server
