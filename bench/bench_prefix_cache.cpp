@@ -4,6 +4,12 @@
 //     16-token suffixes, 1 output token, the request alone. Target: >= 20x lower at P = 2048.
 //  2. Throughput at 0% hit rate: 16 requests of 128 unique random tokens, 64 output tokens each,
 //     all at once, cache on vs off. Target: <= 1% loss.
+//  3. What the cache costs when nothing is shared, measured directly: at 0% hit the only extra
+//     work is bookkeeping (hash every full block, look it up, keep freed blocks' hashes, evict
+//     them LRU). The real Scheduler + KvCacheManager run part 2's workload shape with a fake
+//     runner (no model), cache on vs off, alternating, many rounds; the extra microseconds per
+//     step, divided by the real engine's step time from part 2, bound the throughput loss far
+//     more tightly than end-to-end timing on a noisy 2-core machine can.
 //
 //   build-x/bench/bench_prefix_cache [--model M] [--rounds 3] [--tp-rounds 6] [--threads 2]
 #include <cstdio>
@@ -11,6 +17,7 @@
 #include <map>
 
 #include "bench_engine_util.h"
+#include "sched/scheduler.h"
 
 using namespace tessera;
 using namespace tessera::bench;
@@ -32,6 +39,47 @@ std::unique_ptr<Engine> make(const std::string& model, int32_t threads, bool cac
     std::exit(1);
   }
   return std::move(*e);
+}
+
+// Part 3: microseconds of scheduler + KV bookkeeping per step over `rounds` workloads of
+// 16 x (128 unique random tokens in, 64 out), one long-lived scheduler (as in the engine, so
+// freed blocks stay cached and later allocations evict them). Same pool as make(): 512 MiB at
+// SmolLM2's 23,040 bytes per token = 1,456 blocks of 16.
+double bookkeeping_us_per_step(bool cache, int32_t rounds, int32_t vocab, int64_t& steps_out) {
+  sched::SchedulerConfig c;
+  c.max_num_seqs = 32;
+  c.max_num_batched_tokens = 512;
+  c.max_model_len = 2048 + 64;
+  c.block_size = 16;
+  c.num_blocks = static_cast<int32_t>((int64_t{512} << 20) / (int64_t{23040} * 16)) + 1;
+  c.enable_prefix_caching = cache;
+  c.check_integrity_every_step = false;
+  sched::Scheduler s(c);
+  int64_t next_id = 0, steps = 0;
+  double us = 0;
+  for (int32_t r = 0; r < rounds; ++r) {
+    const auto prompts = random_prompts(16, 128, vocab, 70000 + static_cast<uint64_t>(r));
+    for (const auto& p : prompts) {
+      sched::NewRequest q;
+      q.id = next_id++;
+      q.prompt_token_ids = p;
+      q.stop.max_tokens = 64;
+      const Status st = s.add_request(q);
+      TESSERA_CHECK(st.ok(), "bookkeeping bench: request refused");
+    }
+    while (s.has_unfinished_requests()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const sched::SchedulerOutput out = s.schedule();
+      sched::ModelRunnerOutput run;  // the fake runner: one fixed non-EOS token per sequence
+      for (const sched::ScheduledSeq& q : out.seqs) run.sampled_token_ids.push_back(
+          q.needs_logits ? std::vector<int32_t>(static_cast<size_t>(q.num_samples), 1000) : std::vector<int32_t>{});
+      s.update_from_output(out, run);
+      us += ms_since(t0) * 1000.0;
+      steps += out.seqs.empty() ? 0 : 1;
+    }
+  }
+  steps_out = steps;
+  return us / static_cast<double>(steps);
 }
 
 }  // namespace
@@ -88,13 +136,19 @@ int main(int argc, char** argv) {
   gen.max_tokens = 64;
   gen.ignore_eos = true;
   std::vector<double> tps_on, tps_off;
+  double tp_seconds = 0;
+  int64_t tp_steps = 0;
   for (int32_t r = 0; r < tp_rounds; ++r) {
     // Fresh random prompts every round: nothing to hit (0% hit rate). Alternating order.
     const auto prompts = random_prompts(16, 128, vocab, 5000 + r);
     for (bool cache : {r % 2 == 0, r % 2 != 0}) {
+      Engine& engine = cache ? *on : *off;
+      const int64_t steps_before = engine.metrics().num_steps;
       const auto t0 = std::chrono::steady_clock::now();
-      const auto t = run_set(cache ? *on : *off, prompts, gen);
+      const auto t = run_set(engine, prompts, gen);
       const double s = ms_since(t0) / 1000.0;
+      tp_seconds += s;
+      tp_steps += engine.metrics().num_steps - steps_before;
       int64_t n = 0;
       for (const Timed& x : t) n += x.num_tokens;
       (cache ? tps_on : tps_off).push_back(static_cast<double>(n) / s);
@@ -116,5 +170,25 @@ int main(int argc, char** argv) {
   std::printf("0%% hit rate, 16 x (128 in, 64 out), %d rounds: output tok/s cache on %s, off %s, on/off %s\n",
               tp_rounds, fmt_summary(summarize(tps_on)).c_str(), fmt_summary(summarize(tps_off)).c_str(),
               fmt_summary(summarize(ratios), "%.3f").c_str());
+
+  // Part 3, alternating on/off in blocks of 20 workloads so drift hits both alike.
+  std::vector<double> us_on, us_off;
+  int64_t steps_on = 0, steps_off = 0;
+  for (int32_t r = 0; r < 10; ++r) {
+    for (bool cache : {r % 2 == 0, r % 2 != 0}) {
+      int64_t n = 0;
+      const double us = bookkeeping_us_per_step(cache, 20, vocab, n);
+      (cache ? us_on : us_off).push_back(us);
+      (cache ? steps_on : steps_off) = n;
+    }
+  }
+  const Summary on_us = summarize(us_on), off_us = summarize(us_off);
+  const double step_ms = tp_seconds * 1000.0 / static_cast<double>(std::max<int64_t>(tp_steps, 1));
+  std::printf("0%% hit bookkeeping (real scheduler + KV manager, fake runner, 10 x 20 workloads of part 2's shape,\n"
+              "  %lld steps each side): cache on %.2f us/step (%.2f-%.2f), off %.2f us/step (%.2f-%.2f);\n"
+              "  extra %.2f us per step = %.4f%% of the engine's mean step of %.2f ms in part 2\n",
+              static_cast<long long>(steps_on), on_us.median, on_us.min, on_us.max, off_us.median, off_us.min,
+              off_us.max, on_us.median - off_us.median,
+              100.0 * (on_us.median - off_us.median) / (step_ms * 1000.0), step_ms);
   return 0;
 }

@@ -38,6 +38,7 @@ struct MetricsSnapshot {
   int64_t num_steps = 0;
   int64_t lane_steps_used = 0;           // sum over steps of sequences in the batch
   int64_t lane_steps_total = 0;          // sum over steps of max_num_seqs (batch occupancy = used/total)
+  int64_t padding_lane_steps = 0;        // static policy: finished lanes computed as pad rows
   int64_t spec_num_drafts = 0;           // steps with proposals
   int64_t spec_num_draft_tokens = 0;     // proposed tokens
   int64_t spec_num_accepted_tokens = 0;  // accepted proposals

@@ -23,6 +23,10 @@ struct Workload {
   int32_t num_requests = 64;
   int32_t input_len = 128, output_len = 128;
   double input_range = 0.5, output_range = 0.9;  // lengths uniform in len * [1 - r, 1 + r]
+  // "uniform": output lengths as above. "geometric": what a constant per-token stop probability
+  // (EOS at rate 1 / output_len) gives: 1 + Geometric(1 / output_len), mean output_len, capped
+  // at 8 x output_len; chat outputs have this long tail, which is where static batching idles.
+  std::string output_dist = "uniform";
   uint64_t seed = 0;
 };
 
@@ -49,7 +53,14 @@ std::vector<std::pair<std::vector<int32_t>, int32_t>> make_requests(const Worklo
   for (int32_t i = 0; i < w.num_requests; ++i) {
     std::vector<int32_t> ids(static_cast<size_t>(draw_len(w.input_len, w.input_range)));
     for (int32_t& id : ids) id = std::uniform_int_distribution<int32_t>(256, vocab - 1)(rng);
-    reqs.emplace_back(std::move(ids), draw_len(w.output_len, w.output_range));
+    int32_t out_len = 0;
+    if (w.output_dist == "geometric") {
+      const double p = 1.0 / std::max(1, w.output_len);
+      out_len = std::min(1 + std::geometric_distribution<int32_t>(p)(rng), 8 * w.output_len);
+    } else {
+      out_len = draw_len(w.output_len, w.output_range);
+    }
+    reqs.emplace_back(std::move(ids), out_len);
   }
   return reqs;
 }
@@ -140,6 +151,8 @@ int offline_bench_main(const std::string& mode, int argc, char** argv) {
   app.add_option("--output-len", w.output_len, "mean output tokens");
   app.add_option("--input-range", w.input_range, "prompt lengths uniform in len*(1 +- range)");
   app.add_option("--output-range", w.output_range, "output lengths uniform in len*(1 +- range)");
+  app.add_option("--output-dist", w.output_dist, "output lengths: uniform (--output-range) or geometric (mean --output-len)")
+      ->check(CLI::IsMember({"uniform", "geometric"}));
   app.add_option("--seed", w.seed, "workload seed");
   app.add_option("--rounds", rounds, "interleaved rounds");
   app.add_option("--compare-policy", policy, "throughput: continuous, static, or both (interleaved)");
@@ -168,8 +181,10 @@ int offline_bench_main(const std::string& mode, int argc, char** argv) {
     for (int32_t r = 0; r < rounds; ++r) {
       for (size_t i = 0; i < policies.size(); ++i) runs[i].push_back(run_once(*engines[i], w));
     }
-    std::printf("workload: %d requests, input %d (+-%.0f%%), output %d (+-%.0f%%), max_num_seqs %d, %d rounds\n",
-                w.num_requests, w.input_len, w.input_range * 100, w.output_len, w.output_range * 100,
+    std::printf("workload: %d requests, input %d (+-%.0f%%), output %d (%s), max_num_seqs %d, %d rounds\n",
+                w.num_requests, w.input_len, w.input_range * 100, w.output_len,
+                w.output_dist == "geometric" ? "geometric, mean"
+                                             : ("+-" + std::to_string(static_cast<int>(w.output_range * 100)) + "%").c_str(),
                 config.max_num_seqs, rounds);
     std::printf("%-11s %12s %12s %12s %12s %10s\n", "policy", "out tok/s", "total tok/s", "TTFT p50 ms",
                 "TPOT p50 ms", "occupancy");

@@ -59,6 +59,7 @@ bool EngineImpl::step() {
   live_metrics_.num_steps += 1;
   live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());
   live_metrics_.lane_steps_total += config_.max_num_seqs;
+  live_metrics_.padding_lane_steps += runner_->num_padding_lanes();
   handle_updates(out, result, updates);
   if (speculator_) {
     // Decode-only steps feed the speculation speed guard (prefill chunks would skew the rates).

@@ -68,6 +68,29 @@ void ModelRunner::build_batch(const sched::SchedulerOutput& out) {
   }
   TESSERA_CHECK(static_cast<int32_t>(tokens_.size()) <= config_.max_num_batched_tokens,
                 "step of {} tokens exceeds the budget {}", tokens_.size(), config_.max_num_batched_tokens);
+  append_padding_lanes(out.num_idle_lanes);
+}
+
+// Static batching runs its fixed batch as one tensor until the longest member is done: a lane
+// whose request finished keeps computing a pad token (as batched `generate` loops do), so its
+// weight-read and arithmetic cost stays in the step. Each idle lane is one 1-token sequence at
+// position 0 that attends to slot 0 of the null block, writes no KV (slot -1) and has a logits
+// row that nobody samples. Capped by the step's token budget and sequence limit.
+void ModelRunner::append_padding_lanes(int32_t num_idle_lanes) {
+  const int32_t room = std::min(config_.max_num_batched_tokens - static_cast<int32_t>(tokens_.size()),
+                                config_.max_num_seqs - (static_cast<int32_t>(seq_lens_.size())));
+  const int32_t num_pad = std::clamp(num_idle_lanes, 0, std::max(room, 0));
+  for (int32_t i = 0; i < num_pad; ++i) {
+    logits_rows_.push_back(static_cast<int32_t>(tokens_.size()));
+    tokens_.push_back(0);
+    positions_.push_back(0);
+    slots_.push_back(-1);
+    query_start_loc_.push_back(static_cast<int32_t>(tokens_.size()));
+    seq_lens_.push_back(1);
+    indices_.push_back(0);  // the null block
+    indptr_.push_back(static_cast<int32_t>(indices_.size()));
+  }
+  num_padding_lanes_ = num_pad;
 }
 
 RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup) {
@@ -77,6 +100,7 @@ RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const Sampl
   result.num_accepted_drafts.assign(out.seqs.size(), 0);
   for (const kv::CowCopy& copy : out.cow_copies) kv_.copy_block(copy.src_block, copy.dst_block);
   num_logits_rows_ = 0;
+  num_padding_lanes_ = 0;
   if (out.seqs.empty()) return result;
 
   profile::OpScope step_scope(profile::Op::kStep);
@@ -90,7 +114,7 @@ RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const Sampl
   ForwardBatch batch;
   batch.tokens = tokens_;
   batch.positions = positions_;
-  batch.attn.num_seqs = static_cast<int32_t>(out.seqs.size());
+  batch.attn.num_seqs = static_cast<int32_t>(seq_lens_.size());  // scheduled + padding lanes
   batch.attn.num_tokens = static_cast<int32_t>(tokens_.size());
   batch.attn.query_start_loc = query_start_loc_.data();
   batch.attn.seq_lens = seq_lens_.data();

@@ -9,6 +9,7 @@
 //   block_table_indptr   [S + 1]           CSR into block_table_indices
 //   slot_mapping         [num_tokens]      block_table[p / block_size] * block_size + p % block_size
 //   logits_rows          [R]               last num_spec_tokens + 1 rows of each seq needing logits
+// then, under the static policy, one padding row per idle lane (see append_padding_lanes).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -66,10 +67,13 @@ class ModelRunner {
   // Logits of the last step's rows [num_logits_rows][vocab] (draft model proposer, tests).
   std::span<const float> last_logits() const;
   ThreadPool& pool() { return pool_; }
+  // Pad rows the last step computed for idle static-batch lanes.
+  int32_t num_padding_lanes() const { return num_padding_lanes_; }
   const RunnerConfig& config() const { return config_; }
 
  private:
   void build_batch(const sched::SchedulerOutput& out);
+  void append_padding_lanes(int32_t num_idle_lanes);
   void sample_sequence(const sched::ScheduledSeq& seq, const float* rows, SequenceSampling s,
                        std::vector<int32_t>& tokens, SampledLogprobs& logprobs, int32_t& num_accepted);
 
@@ -85,6 +89,7 @@ class ModelRunner {
   std::vector<int64_t> slots_;
   std::vector<float> logits_;              // [max rows][vocab]
   int32_t num_logits_rows_ = 0;
+  int32_t num_padding_lanes_ = 0;          // static policy: idle lanes computed this step
   std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification
 };
 

@@ -17,7 +17,9 @@
 // always make progress: no deadlock, no starvation, no lost request.
 //
 // kStatic (for comparison only): a batch of up to max_num_seqs is admitted when nothing runs, and
-// nothing else is admitted until every member has finished; finished members leave idle lanes.
+// nothing else is admitted until every member has finished; finished members leave idle lanes,
+// which the runner keeps computing as pad rows (SchedulerOutput::num_idle_lanes), as a static
+// batch tensor does.
 //
 // Threading: not thread-safe. One engine thread owns the scheduler (add/abort between steps).
 #pragma once

@@ -229,5 +229,31 @@ TEST(EngineStories, SeededSamplingIndependentOfBatch) {
   EXPECT_NE(batched[3][0].token_ids, alone[0][0].token_ids);
 }
 
+// Static batching keeps a finished lane in the batch as a pad row until the longest member is
+// done. Three requests of 2, 5 and 9 tokens admitted together: the 2-token lane idles for
+// 9 - 2 = 7 steps and the 5-token lane for 9 - 5 = 4, so exactly 11 pad rows are computed; the
+// tokens are those the continuous policy produces (pad rows never touch a real sequence).
+TEST(EngineStories, StaticPolicyComputesPadRowsForFinishedLanes) {
+  const std::vector<TestRequest> reqs = {{prompt_of(30, 1), greedy(2)},
+                                         {prompt_of(45, 2), greedy(5)},
+                                         {prompt_of(20, 3), greedy(9)}};
+  EngineConfig c = base_config(kModel);
+  c.policy = "static";
+  auto st = make_engine(c);
+  ASSERT_TRUE(st);
+  const auto static_out = run_batch(*st, reqs);
+  const MetricsSnapshot m = settled_metrics(*st);
+  EXPECT_EQ(m.padding_lane_steps, 11);
+  EXPECT_EQ(m.num_steps, 9);
+  EXPECT_EQ(m.num_kv_blocks_free + m.num_kv_blocks_cached, m.num_kv_blocks_total);
+
+  c.policy = "continuous";
+  auto cont = make_engine(c);
+  ASSERT_TRUE(cont);
+  const auto cont_out = run_batch(*cont, reqs);
+  EXPECT_EQ(tokens_of(static_out), tokens_of(cont_out));
+  EXPECT_EQ(settled_metrics(*cont).padding_lane_steps, 0);
+}
+
 }  // namespace
 }  // namespace tessera::testing
