@@ -1,9 +1,14 @@
 // bench_matmul: GB/s of matmul (m = 1, the decode case) on SmolLM2-135M's shapes, per weight type
 // and ISA level, plus m = 16 GOP/s (batched decode / prefill). Compare the GB/s with
 // probe_bandwidth: m = 1 matmul is a read of the weights, so that is its speed of light.
-// Usage: bench_matmul [threads=all] [seconds per case=0.3] [types=Q4_1,Q8_0,...]
+// Then, at the detected ISA, GOP/s for m > 1 of the register-blocked kernel ("new") against the
+// row-at-a-time tiled kernel ("old", set_matmul_gemm_enabled(false)), interleaved round by round:
+// median GOP/s of each and the per-round ratio new/old as median (min-max).
+// Usage: bench_matmul [threads=all] [seconds per case=0.3] [types=Q4_1,Q8_0,...] [m=8,16,128,512]
+//        [rounds=5]
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -60,6 +65,60 @@ double time_call(const kernels::WeightMatrix& w, const std::vector<float>& x, in
   return sw.elapsed_ms() / 1000.0 / static_cast<double>(calls);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    out.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The m > 1 table: new (register-blocked) vs old (tiled) kernel, interleaved rounds.
+void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms, int rounds,
+                double seconds, ThreadPool& pool) {
+  fmt::print("\nm > 1 at {}: GOP/s new (register-blocked) vs old (tiled), {} interleaved rounds\n",
+             isa_name(detected_isa_level()), rounds);
+  fmt::print("{:<6} {:<11} {:>5} {:>10} {:>10} {:>22}\n", "type", "shape", "m", "old GOP/s",
+             "new GOP/s", "new/old median (min-max)");
+  for (DType type : types) {
+    if (type != DType::Q4_0 && type != DType::Q4_1 && type != DType::Q5_0 && type != DType::Q5_1 &&
+        type != DType::Q8_0) {
+      continue;
+    }
+    for (const Shape& s : kShapes) {
+      const auto data = make_weights(type, s.rows, s.cols);
+      const auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
+      for (int64_t m : ms) {
+        std::vector<float> x(m * s.cols), y(m * s.rows);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
+        const double ops = 2.0 * static_cast<double>(m * s.rows * s.cols);
+        std::vector<double> old_gops, new_gops, ratio;
+        for (int round = 0; round < rounds; ++round) {
+          kernels::set_matmul_gemm_enabled(false);
+          const double t_old = time_call(w, x, m, y, pool, seconds);
+          kernels::set_matmul_gemm_enabled(true);
+          const double t_new = time_call(w, x, m, y, pool, seconds);
+          old_gops.push_back(ops / t_old / 1e9);
+          new_gops.push_back(ops / t_new / 1e9);
+          ratio.push_back(t_old / t_new);
+        }
+        fmt::print("{:<6} {:<11} {:>5} {:>10.1f} {:>10.1f} {:>9.2f}x ({:.2f}-{:.2f})\n",
+                   dtype_name(type), s.name, m, median(old_gops), median(new_gops), median(ratio),
+                   *std::min_element(ratio.begin(), ratio.end()),
+                   *std::max_element(ratio.begin(), ratio.end()));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,14 +129,16 @@ int main(int argc, char** argv) {
                               DType::F32};
   if (argc > 3) {
     types.clear();
-    std::string list = argv[3];
-    size_t start = 0;
-    while (start <= list.size()) {
-      const size_t comma = std::min(list.find(',', start), list.size());
-      if (auto t = dtype_from_name(list.substr(start, comma - start))) types.push_back(*t);
-      start = comma + 1;
+    for (const std::string& name : split(argv[3])) {
+      if (auto t = dtype_from_name(name)) types.push_back(*t);
     }
   }
+  std::vector<int64_t> ms = {8, 16, 128, 512};
+  if (argc > 4) {
+    ms.clear();
+    for (const std::string& v : split(argv[4])) ms.push_back(std::atoll(v.c_str()));
+  }
+  const int rounds = argc > 5 ? std::atoi(argv[5]) : 5;
   ThreadPool pool(num_threads);
   fmt::print("bench_matmul: {} threads, detected isa {}\n", num_threads, isa_name(detected_isa_level()));
   fmt::print("{:<6} {:<7} {:<11} {:>10} {:>9} {:>12}\n", "type", "isa", "shape", "m=1 us",
@@ -101,5 +162,6 @@ int main(int argc, char** argv) {
       set_isa_level(detected_isa_level());
     }
   }
+  gemm_table(types, ms, rounds, seconds, pool);
   return 0;
 }

@@ -4,6 +4,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct ActivationScratch {
   std::vector<float> xd;        // [m][cols / 32] (or / 256)
   std::vector<float> xs;        // [m][cols / 32]
   std::vector<int32_t> xbsums;  // [m][cols / 16]
+  std::vector<float> xdv;       // [m][cols / 32][8] (register-blocked kernel only)
+  std::vector<float> xs_t;      // [cols / 32][m + 16]
 };
 
 template <typename T>
@@ -69,6 +72,19 @@ void WeightMatrix::dequantize_row(int64_t r, float* dst) const {
 
 namespace {
 
+std::atomic<bool> g_gemm_enabled{true};
+
+// Whether this call runs the register-blocked AVX-512 kernel, which reads MatmulArgs::xdv/xs_t.
+bool uses_gemm_layout(WeightFamily family, int64_t m) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  return family == WeightFamily::kBlock32 && m > 1 && isa_level() >= IsaLevel::kAvx512 &&
+         cpu_features().avx512vnni && g_gemm_enabled.load(std::memory_order_relaxed);
+#else
+  (void)family, (void)m;
+  return false;
+#endif
+}
+
 // Quantizes x into the calling thread's scratch (rows in parallel when m > 1) and points a's
 // activation fields at it. Float weights read x directly.
 void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
@@ -101,6 +117,24 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   a.xd = xd;
   a.xs = xs;
   a.xbsums = xbsums;
+  if (!uses_gemm_layout(family, m)) return;
+  // xdv: each block scale 8 times (the fma lanes of its block); xs_t: xs with blocks as rows, so
+  // a vector load gives one block's xs for 16 consecutive activation rows (zero past row m).
+  const int64_t nb = cols / kQk, ld = m + 16;
+  float* xdv = grow(scratch.xdv, m * nb * 8);
+  float* xs_t = grow(scratch.xs_t, nb * ld);
+  for (int64_t b = 0; b < nb; ++b) std::fill(xs_t + b * ld + m, xs_t + (b + 1) * ld, 0.0f);
+  pool.for_chunks(m, std::max<int64_t>(1, m / (4 * pool.num_threads())), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t b = 0; b < nb; ++b) {
+        std::fill_n(xdv + (i * nb + b) * 8, 8, xd[i * nb + b]);
+        xs_t[b * ld + i] = xs[i * nb + b];
+      }
+    }
+  });
+  a.xdv = xdv;
+  a.xs_t = xs_t;
+  a.ld_xs_t = ld;
 }
 
 MatmulArgs make_args(const WeightMatrix& w, const float* x, int64_t m, float* y) {
@@ -134,6 +168,8 @@ int64_t row_chunk(int64_t rows, const ThreadPool& pool) {
 }
 
 }  // namespace
+
+void set_matmul_gemm_enabled(bool enabled) { g_gemm_enabled.store(enabled, std::memory_order_relaxed); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
   if (m <= 0 || w.rows() == 0) return;
@@ -169,6 +205,7 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
   prepare_activations(args[0], pool);
   for (size_t k = 1; k < outs.size(); ++k) {
     args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
+    args[k].xdv = args[0].xdv, args[k].xs_t = args[0].xs_t, args[k].ld_xs_t = args[0].ld_xs_t;
   }
   const size_t n = outs.size();
   auto rows = [&](int64_t r0, int64_t r1) {

@@ -66,6 +66,11 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
 // it saves. Which thread computes a row never changes its bits.
 inline constexpr int64_t kMatmulInlineBytes = int64_t{96} << 10;
 
+// Whether m > 1 calls over 32-block weights use the register-blocked AVX-512 kernel (default on)
+// or the row-at-a-time tiled kernel. The same bits either way; for tests and the before/after
+// columns of bench_matmul. Process-wide (a relaxed atomic), like set_isa_level.
+void set_matmul_gemm_enabled(bool enabled);
+
 // The scalar twin: same activation quantization, same reduction order, one thread.
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y);
 

@@ -34,6 +34,10 @@ struct MatmulArgs {
   const float* xd = nullptr;        // [m][cols / act_block] activation scales
   const float* xs = nullptr;        // [m][cols / 32] d * sum(q) (32-block types)
   const int32_t* xbsums = nullptr;  // [m][cols / 16] sums of q per 16 (K-quants)
+  // Layouts for the register-blocked m > 1 kernel (32-block weights, AVX-512), else null:
+  const float* xdv = nullptr;       // [m][cols / 32][8] xd, each repeated 8 times
+  const float* xs_t = nullptr;      // [cols / 32][ld_xs_t] xs transposed; lanes m..m+15 zero
+  int64_t ld_xs_t = 0;              // m + 16
   float* y = nullptr;               // [m][rows]
 };
 
@@ -68,6 +72,9 @@ bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 namespace avx512 {
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
+// The register-blocked m > 1 kernel (x86/matmul_gemm_avx512.cpp); false unless a is 32-block
+// weights with xdv and xs_t set.
+bool gemm_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 
 }  // namespace tessera::kernels

@@ -70,6 +70,42 @@ TEST(Matmul, FastMatchesRefBitForBit) {
   }
 }
 
+// The register-blocked m > 1 kernel against the scalar twin and against the row-at-a-time tiled
+// kernel it replaces, on the shapes that hit its edges: an odd block count (cols 96, 1056: a last
+// single block), cols past the 16-row tile's limit (1056: 8-row tiles), weight rows not a multiple
+// of the 16-row chunk, m not a multiple of the 16- and 8-row tiles, m past the 32-row panel.
+TEST(Matmul, RegisterBlockedMatchesRefAndTiledBitForBit) {
+  IsaRestorer restore;
+  ThreadPool pool(2);
+  const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+  for (DType type : types) {
+    for (int64_t cols : {32, 96, 576, 1056}) {
+      for (int64_t rows : {1, 19, 35}) {
+        const auto data = random_weights(type, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
+        const WeightMatrix w = WeightMatrix::view(type, data.data(), rows, cols);
+        for (int64_t m : {2, 9, 15, 16, 33, 131}) {
+          const auto x = random_x(m * cols, static_cast<uint32_t>(m * 3 + 1));
+          std::vector<float> ref(static_cast<size_t>(m * rows)), gemm(ref.size()), tiled(ref.size());
+          matmul_ref(w, x.data(), m, ref.data());
+          for (IsaLevel level : available_levels()) {
+            set_isa_level(level);
+            std::fill(gemm.begin(), gemm.end(), NAN);
+            std::fill(tiled.begin(), tiled.end(), NAN);
+            matmul(w, x.data(), m, gemm.data(), pool);
+            set_matmul_gemm_enabled(false);
+            matmul(w, x.data(), m, tiled.data(), pool);
+            set_matmul_gemm_enabled(true);
+            EXPECT_TRUE(same_bits(ref, gemm)) << dtype_name(type) << " rows=" << rows << " cols="
+                                              << cols << " m=" << m << " " << isa_name(level);
+            EXPECT_TRUE(same_bits(ref, tiled)) << dtype_name(type) << " rows=" << rows << " cols="
+                                               << cols << " m=" << m << " " << isa_name(level);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, FloatWeightsWithOddColumnCount) {
   ThreadPool pool(1);
   const int64_t rows = 5, cols = 24;  // not a multiple of 16: the fast path defers to the twin
