@@ -75,12 +75,13 @@ namespace {
 std::atomic<bool> g_gemm_enabled{true};
 
 // Whether this call runs the register-blocked AVX-512 kernel, which reads MatmulArgs::xdv/xs_t.
-bool uses_gemm_layout(WeightFamily family, int64_t m) {
+bool uses_gemm_layout(WeightFamily family, int64_t m, int64_t cols) {
 #if !defined(TESSERA_FORCE_SCALAR)
-  return family == WeightFamily::kBlock32 && m > 1 && isa_level() >= IsaLevel::kAvx512 &&
+  return family == WeightFamily::kBlock32 && m > 1 && cols <= avx512::kGemmMaxCols &&
+         isa_level() >= IsaLevel::kAvx512 &&
          cpu_features().avx512vnni && g_gemm_enabled.load(std::memory_order_relaxed);
 #else
-  (void)family, (void)m;
+  (void)family, (void)m, (void)cols;
   return false;
 #endif
 }
@@ -117,7 +118,7 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   a.xd = xd;
   a.xs = xs;
   a.xbsums = xbsums;
-  if (!uses_gemm_layout(family, m)) return;
+  if (!uses_gemm_layout(family, m, cols)) return;
   // xdv: each block scale 8 times (the fma lanes of its block); xs_t: xs with blocks as rows, so
   // a vector load gives one block's xs for 16 consecutive activation rows (zero past row m).
   const int64_t nb = cols / kQk, ld = m + 16;

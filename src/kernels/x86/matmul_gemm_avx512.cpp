@@ -175,7 +175,7 @@ void gemm(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 }  // namespace
 
 bool gemm_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
-  if (a.xdv == nullptr || a.xs_t == nullptr) return false;
+  if (a.xdv == nullptr || a.xs_t == nullptr || a.cols > kGemmMaxCols) return false;
   switch (a.type) {
     case DType::Q4_0: gemm<DType::Q4_0>(a, r_begin, r_end); return true;
     case DType::Q4_1: gemm<DType::Q4_1>(a, r_begin, r_end); return true;
