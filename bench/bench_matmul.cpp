@@ -3,10 +3,13 @@
 // probe_bandwidth: m = 1 matmul is a read of the weights, so that is its speed of light.
 // Then, at the detected ISA, GOP/s for m > 1 of the register-blocked kernel ("new") against the
 // row-at-a-time tiled kernel ("old", set_matmul_gemm_enabled(false)), interleaved round by round:
-// median GOP/s of each and the per-round ratio new/old as median (min-max).
+// median GOP/s of each and the per-round ratio new/old as median (min-max). With 1 thread the
+// m > 1 table times CPU seconds of the calling thread instead of wall time.
 // Usage: bench_matmul [threads=all] [seconds per case=0.3] [types=Q4_1,Q8_0,...] [m=8,16,128,512]
 //        [rounds=5]
 #include <fmt/format.h>
+
+#include <time.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -65,6 +68,25 @@ double time_call(const kernels::WeightMatrix& w, const std::vector<float>& x, in
   return sw.elapsed_ms() / 1000.0 / static_cast<double>(calls);
 }
 
+// Seconds of this thread's CPU time per call (1-thread runs on a loaded machine: time the kernel
+// ran, not time it waited for a core; a hyperthread sibling's load still slows it).
+double time_call_cpu(const kernels::WeightMatrix& w, const std::vector<float>& x, int64_t m,
+                     std::vector<float>& y, ThreadPool& pool, double seconds) {
+  auto cpu_s = [] {
+    timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  for (int i = 0; i < 3; ++i) kernels::matmul(w, x.data(), m, y.data(), pool);
+  const double start = cpu_s();
+  int64_t calls = 0;
+  while (cpu_s() - start < seconds) {
+    kernels::matmul(w, x.data(), m, y.data(), pool);
+    ++calls;
+  }
+  return (cpu_s() - start) / static_cast<double>(calls);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -84,8 +106,11 @@ std::vector<std::string> split(const std::string& list) {
 // The m > 1 table: new (register-blocked) vs old (tiled) kernel, interleaved rounds.
 void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms, int rounds,
                 double seconds, ThreadPool& pool) {
-  fmt::print("\nm > 1 at {}: GOP/s new (register-blocked) vs old (tiled), {} interleaved rounds\n",
-             isa_name(detected_isa_level()), rounds);
+  // One thread: GOP per second of CPU time (robust to a loaded machine); more: wall time.
+  const bool cpu_time = pool.num_threads() == 1;
+  auto timed = cpu_time ? time_call_cpu : time_call;
+  fmt::print("\nm > 1 at {}: GOP/s ({}) new (register-blocked) vs old (tiled), {} interleaved rounds\n",
+             isa_name(detected_isa_level()), cpu_time ? "per CPU second" : "wall", rounds);
   fmt::print("{:<6} {:<11} {:>5} {:>10} {:>10} {:>22}\n", "type", "shape", "m", "old GOP/s",
              "new GOP/s", "new/old median (min-max)");
   for (DType type : types) {
@@ -103,9 +128,9 @@ void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms,
         std::vector<double> old_gops, new_gops, ratio;
         for (int round = 0; round < rounds; ++round) {
           kernels::set_matmul_gemm_enabled(false);
-          const double t_old = time_call(w, x, m, y, pool, seconds);
+          const double t_old = timed(w, x, m, y, pool, seconds);
           kernels::set_matmul_gemm_enabled(true);
-          const double t_new = time_call(w, x, m, y, pool, seconds);
+          const double t_new = timed(w, x, m, y, pool, seconds);
           old_gops.push_back(ops / t_old / 1e9);
           new_gops.push_back(ops / t_new / 1e9);
           ratio.push_back(t_old / t_new);

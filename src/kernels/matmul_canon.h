@@ -75,9 +75,10 @@ bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 // The register-blocked m > 1 kernel (x86/matmul_gemm_avx512.cpp); false unless a is 32-block
 // weights with cols <= kGemmMaxCols and xdv and xs_t set.
 bool gemm_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
-// Wider rows overflow L1 with an 8-row activation tile (2 x cols bytes per row); there the tiled
-// kernel is faster (measured: 1.1B-shape 2048x5632 0.76-0.96x, 5632x2048 1.0-1.28x).
-inline constexpr int64_t kGemmMaxCols = 2048;
+// Wider rows do not fit a 16-row activation tile (2 x cols bytes per row) in L1; with 8-row tiles
+// the kernel measured 0.95-0.99x of the tiled one at cols 1536 (bench_matmul, 1 thread, CPU time)
+// and 0.76-0.96x at cols 5632 (1.1B shape), so wider rows keep the tiled kernel.
+inline constexpr int64_t kGemmMaxCols = 1024;
 }
 
 }  // namespace tessera::kernels

@@ -36,13 +36,12 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
-// Tile sizes, measured on SmolLM2's shapes (bench_matmul; 1 thread, CPU time): one weight row per
-// micro-tile (C = 1: two rows reuse each activation load but spill the scale vectors) and 16
-// activation rows (R), or 8 when 16 rows of xq + xdv (2 x cols bytes each) would not leave room
-// for the weight chunk in the 48 KiB L1. Panels of 32 activation rows beat 64..256 at m = 512.
+// Tile sizes, measured on SmolLM2's shapes (1 thread, CPU time): one weight row per micro-tile
+// (C = 1: two rows reuse each activation load but spill the scale vectors) and 16 activation rows
+// (R; 16 rows of xq + xdv, 2 x cols bytes each, fit L1 next to the weight chunk for cols up to
+// kGemmMaxCols). Panels of 32 activation rows beat 64..256 at m = 512.
 constexpr int kTileCols = 1;                  // C: weight rows per micro-tile
-constexpr int kTileRowsMax = 16;              // R for cols <= kWideCols
-constexpr int64_t kWideCols = 1024;           // above this, R = 8
+constexpr int kTileRows = 16;                 // R
 constexpr int64_t kPanelRows = 32;            // activation rows per L2 panel
 constexpr int64_t kWeightChunk = 16;          // weight rows per L1 chunk
 // Software prefetch distance in weight rows, as the m = 1 kernel: at small m over a large matrix
@@ -162,13 +161,12 @@ void micro_tile_rows(const MatmulArgs& a, int64_t r0, int64_t i0, int64_t num_ro
 
 template <DType T>
 void gemm(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
-  const int64_t tile_rows = a.cols <= kWideCols ? kTileRowsMax : 8;
   for (int64_t p0 = 0; p0 < a.m; p0 += kPanelRows) {
     const int64_t p1 = std::min(a.m, p0 + kPanelRows);
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kWeightChunk) {
       const int64_t r1 = std::min(r_end, r0 + kWeightChunk);
-      for (int64_t i0 = p0; i0 < p1; i0 += tile_rows) {
-        const int64_t num_rows = std::min(tile_rows, p1 - i0);
+      for (int64_t i0 = p0; i0 < p1; i0 += kTileRows) {
+        const int64_t num_rows = std::min<int64_t>(kTileRows, p1 - i0);
         int64_t r = r0;
         for (; r + kTileCols <= r1; r += kTileCols) micro_tile_rows<T, kTileCols>(a, r, i0, num_rows);
         for (; r < r1; ++r) micro_tile_rows<T, 1>(a, r, i0, num_rows);
