@@ -77,6 +77,7 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
       speculator_->record_miss(seq_id);
       continue;
     }
+    speculator_->corrupt_drafts({spec_drafts_.data(), static_cast<size_t>(found)}, info_.vocab_size);
     scheduler_->set_spec_token_ids(seq_id, {spec_drafts_.begin(), spec_drafts_.begin() + found});
   }
   if (draft_requests.empty()) return;
@@ -90,6 +91,7 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
       speculator_->record_miss(seq_id);
       continue;
     }
+    speculator_->corrupt_drafts(r.tokens, info_.vocab_size);  // test hook; no-op in production
     if (!scheduler_->set_spec_token_ids(seq_id, r.tokens)) continue;
     if (!r.probs.empty()) draft_probs_[seq_id] = std::move(r.probs);
   }
@@ -100,6 +102,7 @@ Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const
   spec::SpeculatorConfig spc;
   spc.num_speculative_tokens = config_.num_speculative_tokens;
   spc.speed_guard = config_.speculative_speed_guard;
+  spec::apply_spec_test_hooks(spc);  // defaults unless a test set them
   speculator_ = std::make_unique<spec::Speculator>(spc);
   if (config_.speculative == "ngram") {
     spec::NgramConfig nc;

@@ -2,12 +2,15 @@
 #include "sample/rejection_sampler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "util/check.h"
 
 namespace tessera::sample {
 namespace {
+
+std::atomic<RejectionFault> g_fault{RejectionFault::kNone};  // see set_rejection_fault_for_testing
 
 // Draws from normalize(max(0, p - q)) with one uniform; q is a dense row, or null for a one-hot
 // at `draft_token` (then the residual is p with the draft token removed). When the residual is
@@ -84,6 +87,7 @@ RejectionResult RejectionSampler::verify(std::span<const int32_t> draft_token_id
   TESSERA_CHECK(out_tokens.size() >= k + 1, "out_tokens holds {}, need {}", out_tokens.size(),
                 k + 1);
   const bool one_hot_q = draft_probs.empty();
+  const RejectionFault fault = g_fault.load(std::memory_order_relaxed);
   for (size_t i = 0; i < k; ++i) {
     const int32_t x = draft_token_ids[i];
     TESSERA_CHECK(x >= 0 && x < vocab_size, "draft token {} outside vocab {}", x, vocab_size);
@@ -93,11 +97,13 @@ RejectionResult RejectionSampler::verify(std::span<const int32_t> draft_token_id
     // Accept with probability min(1, p/q): u * q < p with u in [0, 1). A draft token its own
     // distribution gives zero mass is never accepted (it cannot come from q).
     const double u = rng.uniform();
-    if (qx > 0.0f && u * qx < p[x]) {
+    if ((qx > 0.0f && u * qx < p[x]) || fault == RejectionFault::kAcceptAll) {
       out_tokens[i] = x;
       continue;
     }
-    out_tokens[i] = sample_residual(p, q, x, vocab_size, rng.uniform());
+    out_tokens[i] = fault == RejectionFault::kResampleFromP
+                        ? sample_row(p, vocab_size, rng.uniform())
+                        : sample_residual(p, q, x, vocab_size, rng.uniform());
     return {static_cast<int32_t>(i)};
   }
   out_tokens[k] = sample_row(target_probs.data() + k * n, vocab_size, rng.uniform());
@@ -141,6 +147,10 @@ RejectionResult RejectionSampler::verify_logits(Sampler& sampler,
   return verify(draft_token_ids, draft_probs,
                 std::span<const float>(target_probs_).first((k + 1) * n), vocab_size_, rng,
                 out_tokens);
+}
+
+void set_rejection_fault_for_testing(RejectionFault fault) {
+  g_fault.store(fault, std::memory_order_relaxed);
 }
 
 double expected_tokens_per_step(double alpha, int32_t k) {

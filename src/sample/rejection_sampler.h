@@ -84,4 +84,15 @@ class RejectionSampler {
 // alpha: 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha) (k+1 when alpha = 1).
 double expected_tokens_per_step(double alpha, int32_t k);
 
+// Test-only fault injection, so that statistical losslessness tests through the whole engine can
+// show that their statistic does fail on a broken sampler. Process-wide (the engine builds its
+// RejectionSampler internally); tests set it before running an engine and reset it to kNone after.
+// Production code never sets it; verify() reads it once per call (one relaxed atomic load).
+enum class RejectionFault {
+  kNone,
+  kAcceptAll,      // broken: accepts every draft token (output follows q, not p)
+  kResampleFromP,  // broken: on rejection draws from p instead of normalize(max(0, p - q))
+};
+void set_rejection_fault_for_testing(RejectionFault fault);
+
 }  // namespace tessera::sample

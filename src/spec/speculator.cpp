@@ -1,11 +1,42 @@
 #include "spec/speculator.h"
 
 #include <algorithm>
+#include <mutex>
 
 namespace tessera::spec {
 
+namespace {
+std::mutex g_hooks_mutex;
+SpecTestHooks g_hooks;  // guarded by g_hooks_mutex
+}  // namespace
+
+void set_spec_test_hooks(const SpecTestHooks& hooks) {
+  std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  g_hooks = hooks;
+}
+
+SpecTestHooks spec_test_hooks() {
+  std::lock_guard<std::mutex> lock(g_hooks_mutex);
+  return g_hooks;
+}
+
+void apply_spec_test_hooks(SpeculatorConfig& config) {
+  const SpecTestHooks h = spec_test_hooks();
+  if (h.fixed_k) config.adaptive = false;
+  config.draft_keep_probability = h.draft_keep_probability;
+  config.draft_corruption_seed = h.seed;
+}
+
+void Speculator::corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size) {
+  if (config_.draft_keep_probability >= 1.0) return;
+  for (int32_t& t : drafts) {
+    if (corruption_rng_.uniform() >= config_.draft_keep_probability) t = (t + 1) % vocab_size;
+  }
+}
+
 int32_t Speculator::num_tokens_to_propose(int64_t seq_id, int32_t num_running) {
   if (config_.num_speculative_tokens <= 0 || num_running > config_.max_batch_for_spec) return 0;
+  if (!config_.adaptive) return config_.num_speculative_tokens;
   SeqStats& s = seqs_[seq_id];
   if (s.next_backoff == 0) s.next_backoff = config_.initial_backoff_steps;
   if (s.backoff > 0) {
@@ -19,7 +50,7 @@ int32_t Speculator::num_tokens_to_propose(int64_t seq_id, int32_t num_running) {
 }
 
 void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
-  if (proposed <= 0) return;
+  if (proposed <= 0 || !config_.adaptive) return;
   SeqStats& s = seqs_[seq_id];
   s.num_misses = 0;
   const double rate = static_cast<double>(accepted) / proposed;
@@ -34,6 +65,7 @@ void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
 }
 
 void Speculator::record_miss(int64_t seq_id) {
+  if (!config_.adaptive) return;
   SeqStats& s = seqs_[seq_id];
   if (++s.num_misses >= 4) {  // repeated misses: stop searching for a while
     s.backoff = s.next_backoff;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sample/rng.h"
 #include "spec/ngram_proposer.h"
 
 namespace tessera::spec {
@@ -33,11 +34,33 @@ struct SpeculatorConfig {
   int32_t guard_trial_steps = 16;      // decode steps with speculation per trial
   double guard_min_speedup = 1.0;      // keep speculating only at >= this speed-up
   int32_t guard_max_off_steps = 2048;  // longest back-off after failed trials
+  bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off)
+  // Synthetic proposer for tests (see SpecTestHooks): each draft token is kept with this
+  // probability, else replaced by (token + 1) % vocab. 1 = drafts untouched.
+  double draft_keep_probability = 1.0;
+  uint64_t draft_corruption_seed = 0;
 };
+
+// Test-only, process-wide: read when an engine is created (its Speculator config is built from it)
+// so that engine-level tests can run a synthetic proposer with a known acceptance probability.
+// With a self-draft under greedy decoding every untouched draft equals the target's argmax, so with
+// fixed_k and draft_keep_probability = a each draft position is accepted independently with
+// probability a: the i.i.d. setting in which (1 - a^(k+1)) / (1 - a) tokens per step is exact.
+// Tests set it before creating the engine and reset it (set_spec_test_hooks({})) afterwards.
+struct SpecTestHooks {
+  bool fixed_k = false;                // SpeculatorConfig::adaptive = false
+  double draft_keep_probability = 1.0;
+  uint64_t seed = 0;
+};
+void set_spec_test_hooks(const SpecTestHooks& hooks);
+SpecTestHooks spec_test_hooks();
+// Copies the hooks into a config (the engine calls this for every Speculator it builds).
+void apply_spec_test_hooks(SpeculatorConfig& config);
 
 class Speculator {
  public:
-  explicit Speculator(const SpeculatorConfig& config) : config_(config) {}
+  explicit Speculator(const SpeculatorConfig& config)
+      : config_(config), corruption_rng_(config.draft_corruption_seed) {}
 
   const SpeculatorConfig& config() const { return config_; }
   // How many draft tokens to propose for this sequence this step (0 = do not speculate).
@@ -47,6 +70,9 @@ class Speculator {
   // A step where the proposer found nothing for the sequence (n-gram miss): counts toward backoff.
   void record_miss(int64_t seq_id);
   void remove(int64_t seq_id) { seqs_.erase(seq_id); }
+  // The synthetic proposer of SpecTestHooks: replaces each draft token, with probability
+  // 1 - draft_keep_probability, by (token + 1) % vocab_size. No-op (no draws) at probability 1.
+  void corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size);
 
   double acceptance(int64_t seq_id) const;
 
@@ -74,6 +100,7 @@ class Speculator {
     int32_t num_misses = 0;    // consecutive proposer misses
   };
   SpeculatorConfig config_;
+  sample::Rng corruption_rng_;   // draws of corrupt_drafts()
   std::unordered_map<int64_t, SeqStats> seqs_;
 };
 
