@@ -66,6 +66,10 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     k = std::min({k, p.max_tokens - num_output - 1, info_.context_length - num_total - 1});
     if (k <= 0) continue;
     if (draft_) {
+      // Tokens the draft has not seen yet (prompt and output, its own KV aside): a prefill that
+      // few remaining tokens cannot pay back.
+      const int32_t num_catch_up = num_total - draft_->num_computed(seq_id);
+      if (!speculator_->worth_catching_up(num_catch_up, p.max_tokens - num_output)) continue;
       draft_requests.push_back({seq_id, req.prompt_ids, sample->output_ids, k, &req.params});
       continue;
     }

@@ -71,7 +71,10 @@ bool EngineImpl::step() {
       speculated |= s.num_spec_tokens > 0;
       emitted += static_cast<int64_t>(result.sampled.sampled_token_ids[i].size());
     }
-    if (decode_only) speculator_->record_step(speculated, emitted, seconds_between(step_start, Clock::now()));
+    if (decode_only) {
+      speculator_->record_step(speculated, static_cast<int32_t>(out.seqs.size()), emitted,
+                               seconds_between(step_start, Clock::now()));
+    }
   }
   publish_metrics();
   return true;

@@ -74,40 +74,53 @@ void Speculator::record_miss(int64_t seq_id) {
   }
 }
 
+bool Speculator::worth_catching_up(int32_t num_catch_up, int32_t num_remaining) const {
+  if (!config_.adaptive) return true;
+  return static_cast<int64_t>(num_catch_up) <=
+         static_cast<int64_t>(config_.max_catch_up_per_remaining) * std::max(0, num_remaining);
+}
+
 bool Speculator::allow_step() {
   if (!config_.speed_guard) return true;
   if (phase_ == GuardPhase::kOff) {
     if (--off_steps_left_ > 0) return false;
     phase_ = GuardPhase::kProbe;
     phase_steps_ = 0;
-    base_tokens_ = base_seconds_ = 0;
+    for (Rate& r : base_) r.tokens *= 0.5, r.seconds *= 0.5;  // load drifts: favour new probes
   }
   return phase_ == GuardPhase::kTrial;
 }
 
-void Speculator::record_step(bool speculated, int64_t tokens, double seconds) {
-  if (!config_.speed_guard || seconds <= 0) return;
+void Speculator::record_step(bool speculated, int32_t num_seqs, int64_t tokens, double seconds) {
+  if (!config_.speed_guard || seconds <= 0 || num_seqs <= 0) return;
+  Rate& base = base_[std::min(num_seqs, kMaxGuardSeqs)];
   if (phase_ == GuardPhase::kProbe && !speculated) {
-    base_tokens_ += static_cast<double>(tokens);
-    base_seconds_ += seconds;
+    base.tokens += static_cast<double>(tokens);
+    base.seconds += seconds;
     if (++phase_steps_ >= config_.guard_probe_steps) {
       phase_ = GuardPhase::kTrial;
-      phase_steps_ = 0;
-      trial_tokens_ = trial_seconds_ = 0;
+      phase_steps_ = unmeasured_steps_ = 0;
+      trial_base_seconds_ = trial_seconds_ = 0;
     }
   } else if (phase_ == GuardPhase::kTrial) {
-    trial_tokens_ += static_cast<double>(tokens);
+    if (base.tokens <= 0) {
+      // No baseline at this batch size: after a few such steps, go and measure one.
+      if (++unmeasured_steps_ >= config_.guard_probe_steps) {
+        phase_ = GuardPhase::kProbe;
+        phase_steps_ = 0;
+      }
+      return;
+    }
+    trial_base_seconds_ += static_cast<double>(tokens) * base.seconds / base.tokens;
     trial_seconds_ += seconds;
     if (trial_steps_ == 0) trial_steps_ = config_.guard_trial_steps;
     if (++phase_steps_ >= trial_steps_) {
-      const double base_rate = base_tokens_ / base_seconds_;
-      const double trial_rate = trial_tokens_ / trial_seconds_;
-      last_speedup_ = base_rate > 0 ? trial_rate / base_rate : 0.0;
+      last_speedup_ = trial_base_seconds_ / trial_seconds_;
       phase_steps_ = 0;
       if (last_speedup_ >= config_.guard_min_speedup) {
         // It pays: re-measure the baseline, then speculate for a longer trial.
         phase_ = GuardPhase::kProbe;
-        base_tokens_ = base_seconds_ = 0;
+        for (Rate& r : base_) r.tokens *= 0.5, r.seconds *= 0.5;
         next_off_steps_ = 64;
         trial_steps_ = std::min(trial_steps_ * 2, 512);
       } else {

@@ -7,9 +7,16 @@
 //     batched decode is then no longer memory-bound, and verifying k extra tokens per sequence
 //     costs real compute.
 //   * engine-wide, a wall-clock guard: decode-only steps with speculation are timed against
-//     probe windows without it (output tokens per second); when speculating does not pay — a draft
-//     model too slow for its acceptance, verification compute on a busy machine — it is switched
-//     off, with exponential back-off before the next trial.
+//     probe windows without it; when speculating does not pay — a draft model too slow for its
+//     acceptance, verification compute on a busy machine — it is switched off, with exponential
+//     back-off before the next trial. Baselines are kept per batch size (number of sequences in
+//     the step): a trial step is charged the time its tokens would have taken without speculation
+//     at the same batch size, so a batch shrinking or growing between probe and trial is not
+//     mistaken for a speed-up or a slow-down;
+//   * per sequence, for the draft model: no speculation when the draft would first have to catch
+//     up on more than max_catch_up_per_remaining tokens (prefill of prompt and output it has not
+//     seen) per token the sequence may still generate: the catch-up could not pay for itself
+//     (seen at batch 8, where sequences start speculating only in their last few tokens).
 // Expected tokens per target step for acceptance α and k drafts: (1 − α^(k+1)) / (1 − α).
 #pragma once
 #include <cstdint>
@@ -34,7 +41,9 @@ struct SpeculatorConfig {
   int32_t guard_trial_steps = 16;      // decode steps with speculation per trial
   double guard_min_speedup = 1.0;      // keep speculating only at >= this speed-up
   int32_t guard_max_off_steps = 2048;  // longest back-off after failed trials
-  bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off)
+  int32_t max_catch_up_per_remaining = 8;  // draft catch-up tokens allowed per remaining token
+  bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off,
+                                       // no catch-up limit)
   // Synthetic proposer for tests (see SpecTestHooks): each draft token is kept with this
   // probability, else replaced by (token + 1) % vocab. 1 = drafts untouched.
   double draft_keep_probability = 1.0;
@@ -76,20 +85,30 @@ class Speculator {
 
   double acceptance(int64_t seq_id) const;
 
+  // Draft model: may a sequence whose draft must first be fed `num_catch_up` tokens, and which
+  // may generate `num_remaining` more, speculate this step?
+  bool worth_catching_up(int32_t num_catch_up, int32_t num_remaining) const;
+
   // Wall-clock guard. allow_step(): may this step speculate at all? record_step(): a decode-only
-  // step (every sequence ran its 1 + drafts tokens) that emitted `tokens` in `seconds`;
-  // `speculated` = some sequence ran drafts.
+  // step of `num_seqs` sequences (each ran its 1 + drafts tokens) that emitted `tokens` in
+  // `seconds`; `speculated` = some sequence ran drafts.
   bool allow_step();
-  void record_step(bool speculated, int64_t tokens, double seconds);
+  void record_step(bool speculated, int32_t num_seqs, int64_t tokens, double seconds);
   double guard_speedup() const { return last_speedup_; }  // last trial's measured speed-up
 
  private:
   enum class GuardPhase { kProbe, kTrial, kOff };
+  static constexpr int32_t kMaxGuardSeqs = 16;  // batch sizes above share the last baseline
+  struct Rate {
+    double tokens = 0, seconds = 0;  // non-speculative decode-only steps of one batch size
+  };
   GuardPhase phase_ = GuardPhase::kProbe;
   int32_t phase_steps_ = 0;      // decode steps recorded in this phase
+  int32_t unmeasured_steps_ = 0; // kTrial: steps at a batch size without a baseline
   int32_t off_steps_left_ = 0;   // kOff: steps until the next probe
   int32_t next_off_steps_ = 64;  // back-off after the next failed trial
-  double base_tokens_ = 0, base_seconds_ = 0, trial_tokens_ = 0, trial_seconds_ = 0;
+  Rate base_[kMaxGuardSeqs + 1];  // [num_seqs] baselines; halved at each probe (recent dominate)
+  double trial_base_seconds_ = 0, trial_seconds_ = 0;  // kTrial: baseline time of its tokens, actual
   double last_speedup_ = 0.0;
   int32_t trial_steps_ = 0;      // length of the current trial (grows while speculation pays)
 

@@ -44,19 +44,19 @@ TEST(Speculator, GuardTurnsOffSpeculationThatIsSlower) {
   // Probe: 8 steps without speculation, 1 token per 10 ms.
   for (int i = 0; i < 8; ++i) {
     EXPECT_FALSE(s.allow_step());
-    s.record_step(false, 1, 0.010);
+    s.record_step(false, 1, 1, 0.010);
   }
   // Trial: 16 steps with speculation emitting 2 tokens per 40 ms: half the speed.
   for (int i = 0; i < 16; ++i) {
     EXPECT_TRUE(s.allow_step());
-    s.record_step(true, 2, 0.040);
+    s.record_step(true, 1, 2, 0.040);
   }
   EXPECT_DOUBLE_EQ(s.guard_speedup(), 0.5);
   // Off for 64 steps, then a new probe.
   int off = 0;
   while (!s.allow_step() && off < 1000) {
     ++off;
-    if (off > 64) s.record_step(false, 1, 0.010);  // probe steps
+    if (off > 64) s.record_step(false, 1, 1, 0.010);  // probe steps
   }
   EXPECT_EQ(off, 64 + 8);
 }
@@ -65,22 +65,64 @@ TEST(Speculator, GuardKeepsSpeculationThatPays) {
   SpeculatorConfig c = config_without_guard();
   c.speed_guard = true;
   Speculator s(c);
-  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 0.010);
+  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 1, 0.010);
   for (int i = 0; i < 16; ++i) {
     ASSERT_TRUE(s.allow_step());
-    s.record_step(true, 3, 0.015);  // 2x faster
+    s.record_step(true, 1, 3, 0.015);  // 2x faster
   }
   EXPECT_DOUBLE_EQ(s.guard_speedup(), 2.0);
   // A short re-probe, then a trial twice as long.
   for (int i = 0; i < 8; ++i) {
     EXPECT_FALSE(s.allow_step());
-    s.record_step(false, 1, 0.010);
+    s.record_step(false, 1, 1, 0.010);
   }
   for (int i = 0; i < 32; ++i) {
     ASSERT_TRUE(s.allow_step()) << i;
-    s.record_step(true, 3, 0.015);
+    s.record_step(true, 1, 3, 0.015);
   }
   EXPECT_FALSE(s.allow_step());
+}
+
+TEST(Speculator, GuardComparesLikeBatchSizes) {
+  // Probe at batch 8 (8 tokens per 20 ms = 400 tok/s); then the batch shrinks to 1, where plain
+  // decode makes 1 token per 10 ms and speculation 3 per 15 ms (2x). An engine-wide tokens/s
+  // comparison would call that 0.5x and switch speculation off; per batch size it is 2x.
+  SpeculatorConfig c = config_without_guard();
+  c.speed_guard = true;
+  Speculator s(c);
+  for (int i = 0; i < 8; ++i) s.record_step(false, 8, 8, 0.020);
+  // Trial steps at batch 1 have no baseline: 8 of them send the guard back to probing.
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(s.allow_step());
+    s.record_step(true, 1, 3, 0.015);
+  }
+  EXPECT_FALSE(s.allow_step());
+  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 1, 0.010);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(s.allow_step());
+    s.record_step(true, 1, 3, 0.015);
+  }
+  EXPECT_DOUBLE_EQ(s.guard_speedup(), 2.0);
+  // A trial mixing batch 8 without drafts (as fast as its baseline) and batch 1 with them:
+  // baseline time 16 x 20 ms + 16 x 30 ms against 16 x 20 ms + 16 x 15 ms = 800 / 560.
+  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 1, 0.010);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(s.allow_step());
+    s.record_step(false, 8, 8, 0.020);
+    s.record_step(true, 1, 3, 0.015);
+  }
+  EXPECT_NEAR(s.guard_speedup(), 800.0 / 560.0, 1e-12);
+}
+
+TEST(Speculator, DraftCatchUpMustPayBack) {
+  SpeculatorConfig c = config_without_guard();
+  Speculator s(c);  // 8 catch-up tokens allowed per remaining token
+  EXPECT_TRUE(s.worth_catching_up(80, 10));
+  EXPECT_FALSE(s.worth_catching_up(81, 10));
+  EXPECT_FALSE(s.worth_catching_up(110, 8));  // batch 8's tail: a 110-token context, 8 to go
+  EXPECT_TRUE(s.worth_catching_up(1, 1));     // an up-to-date draft is always worth it
+  c.adaptive = false;
+  EXPECT_TRUE(Speculator(c).worth_catching_up(1000, 1));
 }
 
 }  // namespace
