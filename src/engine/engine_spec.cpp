@@ -13,6 +13,7 @@
 //  - The Speculator decides per sequence and step whether to propose and how many (adaptive k,
 //    back-off at low acceptance, off once the batch is large), for both proposers.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine_impl.h"
 
@@ -46,6 +47,23 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
   }
 
   if (!speculator_->allow_step()) return;  // the wall-clock guard says speculation does not pay now
+  // The guard times decode-only steps (this call included); in a step with prefill chunks it is
+  // told this call's time separately (a draft catching up on a just-prefilled prompt).
+  bool decode_only = true;
+  for (const sched::ScheduledSeq& s : out.seqs) {
+    decode_only &= s.needs_logits && static_cast<int32_t>(s.token_ids.size()) == s.num_spec_tokens + 1;
+  }
+  const auto propose_start = std::chrono::steady_clock::now();
+  struct ChargeOverhead {
+    spec::Speculator& speculator;
+    bool charge;
+    std::chrono::steady_clock::time_point start;
+    ~ChargeOverhead() {
+      if (charge) {
+        speculator.record_overhead(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+  } charge_overhead{*speculator_, !decode_only, propose_start};
   const int32_t num_running = scheduler_->num_running();
   std::vector<spec::DraftRequest> draft_requests;
   for (const auto& [seq_id, request_id] : decoding) {

@@ -133,6 +133,10 @@ void Speculator::record_step(bool speculated, int32_t num_seqs, int64_t tokens, 
   }
 }
 
+void Speculator::record_overhead(double seconds) {
+  if (config_.speed_guard && phase_ == GuardPhase::kTrial && seconds > 0) trial_seconds_ += seconds;
+}
+
 double Speculator::acceptance(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   return it == seqs_.end() ? 0.0 : it->second.alpha;

@@ -41,7 +41,7 @@ struct SpeculatorConfig {
   int32_t guard_trial_steps = 16;      // decode steps with speculation per trial
   double guard_min_speedup = 1.0;      // keep speculating only at >= this speed-up
   int32_t guard_max_off_steps = 2048;  // longest back-off after failed trials
-  int32_t max_catch_up_per_remaining = 8;  // draft catch-up tokens allowed per remaining token
+  int32_t max_catch_up_per_remaining = 4;  // draft catch-up tokens allowed per remaining token
   bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off,
                                        // no catch-up limit)
   // Synthetic proposer for tests (see SpecTestHooks): each draft token is kept with this
@@ -94,6 +94,10 @@ class Speculator {
   // `seconds`; `speculated` = some sequence ran drafts.
   bool allow_step();
   void record_step(bool speculated, int32_t num_seqs, int64_t tokens, double seconds);
+  // Proposer time spent in a step that record_step() does not see (one with prefill chunks), e.g.
+  // the draft model catching up on a prompt just prefilled: during a trial it is charged to the
+  // trial's time (the tokens it buys are counted in later steps).
+  void record_overhead(double seconds);
   double guard_speedup() const { return last_speedup_; }  // last trial's measured speed-up
 
  private:

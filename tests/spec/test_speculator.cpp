@@ -114,11 +114,26 @@ TEST(Speculator, GuardComparesLikeBatchSizes) {
   EXPECT_NEAR(s.guard_speedup(), 800.0 / 560.0, 1e-12);
 }
 
+TEST(Speculator, GuardChargesProposerOverheadOfPrefillSteps) {
+  // A trial that is 2x per decode step but whose draft catch-up after a prefill took as long as
+  // the 16 steps' baseline (16 x 30 ms): 480 ms / (240 + 480) ms, switched off.
+  SpeculatorConfig c = config_without_guard();
+  c.speed_guard = true;
+  Speculator s(c);
+  s.record_overhead(1.0);  // probing: nothing proposed, nothing charged
+  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 1, 0.010);
+  ASSERT_TRUE(s.allow_step());
+  s.record_overhead(0.480);
+  for (int i = 0; i < 16; ++i) s.record_step(true, 1, 3, 0.015);
+  EXPECT_NEAR(s.guard_speedup(), 480.0 / 720.0, 1e-12);
+  EXPECT_FALSE(s.allow_step());
+}
+
 TEST(Speculator, DraftCatchUpMustPayBack) {
   SpeculatorConfig c = config_without_guard();
-  Speculator s(c);  // 8 catch-up tokens allowed per remaining token
-  EXPECT_TRUE(s.worth_catching_up(80, 10));
-  EXPECT_FALSE(s.worth_catching_up(81, 10));
+  Speculator s(c);  // 4 catch-up tokens allowed per remaining token
+  EXPECT_TRUE(s.worth_catching_up(40, 10));
+  EXPECT_FALSE(s.worth_catching_up(41, 10));
   EXPECT_FALSE(s.worth_catching_up(110, 8));  // batch 8's tail: a 110-token context, 8 to go
   EXPECT_TRUE(s.worth_catching_up(1, 1));     // an up-to-date draft is always worth it
   c.adaptive = false;
