@@ -6,7 +6,11 @@
 // token of each group of `batch` requests, measured from its first token (decode only).
 //
 //   bench_spec [--model M] [--draft-target T --draft D] [--threads N] [--rounds R]
-//              [--max-tokens N] [--k K] [--only ngram|draft]
+//              [--max-tokens N] [--k K | --ks 2,4,8] [--only ngram|draft]
+// Engines keep their defaults otherwise: adaptive k and the wall-clock speed guard are on, so the
+// "on" column is what a user gets. α = accepted / proposed; α_pos = the per-position fit
+// (accepted at position i / drafts that reached i), the i.i.d. acceptance the formula assumes.
+// The load average (/proc/loadavg) is printed before and after: numbers on a busy box are noise.
 // Workloads: n-gram on input-grounded prompts (repeat / rewrite / edit a given passage or code)
 // at batch 1 and 8; n-gram on open-ended prompts (low alpha) at batch 1 and 8; the draft model
 // (target T, draft D, e.g. F16 and Q8_0 made with `tessera quantize`) at batch 1 and 8.
@@ -15,6 +19,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +61,7 @@ struct Options {
   std::string draft_target;  // F16 target for the draft workload
   std::string draft;         // quantized draft
   int32_t threads = 2, rounds = 3, max_tokens = 64, k = 4;
+  std::vector<int32_t> ks;  // --ks: run every workload for each k
   std::string only;
 };
 
@@ -119,6 +126,13 @@ Measure run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, si
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the last step's metrics
   m.metrics = delta(before, engine.metrics());
   return m;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
 }
 
 double median(std::vector<double> v) {
@@ -192,6 +206,8 @@ void workload(const char* name, const std::string& model, const std::string& spe
   std::fflush(stdout);
 }
 
+void run_all(const Options& o);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,15 +221,33 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") o.rounds = std::stoi(v);
     else if (a == "--max-tokens") o.max_tokens = std::stoi(v);
     else if (a == "--k") o.k = std::stoi(v);
+    else if (a == "--ks") {
+      std::stringstream ss(v);
+      for (std::string item; std::getline(ss, item, ',');) o.ks.push_back(std::stoi(item));
+    }
     else if (a == "--only") o.only = v;
     else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
   }
-  const std::vector<std::string> grounded(std::begin(kGrounded), std::end(kGrounded));
-  const std::vector<std::string> open(std::begin(kOpen), std::end(kOpen));
-  std::printf("B9 speculative: k=%d, %d threads, %d rounds, %d tokens per request, greedy\n", o.k, o.threads,
-              o.rounds, o.max_tokens);
+  if (o.ks.empty()) o.ks.push_back(o.k);
+  std::printf("B9 speculative: k in {");
+  for (int32_t k : o.ks) std::printf(" %d", k);
+  std::printf(" }, %d threads, %d rounds, %d tokens per request, greedy; load average %s\n", o.threads, o.rounds,
+              o.max_tokens, load_average().c_str());
   std::printf("| workload | batch | k̄ | α | α_pos | tok/step | formula(α) | formula(α_pos) | off tok/s | on tok/s | ratio | min-max | accepted per position |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int32_t k : o.ks) {
+    o.k = k;
+    std::printf("| **k = %d** | | | | | | | | | | | | |\n", k);
+    run_all(o);
+  }
+  std::printf("load average at the end: %s\n", load_average().c_str());
+  return 0;
+}
+
+namespace {
+void run_all(const Options& o) {
+  const std::vector<std::string> grounded(std::begin(kGrounded), std::end(kGrounded));
+  const std::vector<std::string> open(std::begin(kOpen), std::end(kOpen));
   if (o.only.empty() || o.only == "ngram") {
     workload("ngram grounded", o.model, "ngram", "", {grounded.begin(), grounded.begin() + 4}, 1, o);
     workload("ngram grounded", o.model, "ngram", "", grounded, 8, o);
@@ -226,5 +260,5 @@ int main(int argc, char** argv) {
     workload("draft open", target, "draft", o.draft, {open.begin(), open.begin() + 4}, 1, o);
     workload("draft grounded", target, "draft", o.draft, grounded, 8, o);
   }
-  return 0;
 }
+}  // namespace
