@@ -36,33 +36,6 @@ std::optional<KvModelShape> find_kv_preset(std::string_view name) {
   return std::nullopt;
 }
 
-Result<int64_t> parse_byte_size(std::string_view text) {
-  std::string s(text);
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(s, &pos);
-  } catch (...) {
-    return make_error(ErrorCode::kInvalidArgument, "'{}' is not a size (e.g. 80GB, 512MiB)", text);
-  }
-  std::string unit = s.substr(pos);
-  std::transform(unit.begin(), unit.end(), unit.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (unit.ends_with("ib")) unit.resize(unit.size() - 2);
-  else if (unit.ends_with("b")) unit.resize(unit.size() - 1);
-  double scale = 1;
-  if (unit.empty()) scale = 1;
-  else if (unit == "k") scale = 1024.0;
-  else if (unit == "m") scale = 1024.0 * 1024;
-  else if (unit == "g") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else return make_error(ErrorCode::kInvalidArgument, "unknown size unit in '{}'", text);
-  if (!(value >= 0) || value * scale > 9.0e18) {
-    return make_error(ErrorCode::kInvalidArgument, "size '{}' out of range", text);
-  }
-  return static_cast<int64_t>(std::llround(value * scale));
-}
-
 Result<KvPlan> compute_kv_plan(const KvPlanInput& input) {
   KvPlan plan;
   plan.input = input;
@@ -205,8 +178,8 @@ void add_flags(CLI::App& app, ParsedFlags& f) {
   app.add_option("--heads", f.heads, "query heads (optional, for the GQA ratio)");
   app.add_option("--kv-heads", f.kv_heads, "key/value heads (1 = MQA)");
   app.add_option("--head-dim", f.head_dim, "elements per head");
-  app.add_option("--memory", f.memory, "bytes for weights + KV, e.g. 80GB (binary units)");
-  app.add_option("--weights", f.weights, "bytes the weights take (default: params x 2)");
+  app.add_option("--memory", f.memory, "bytes for weights + KV, e.g. 80GiB (GiB = 2^30, GB = 10^9)");
+  app.add_option("--weights", f.weights, "bytes the weights take, e.g. 26GB (default: params x 2)");
   app.add_option("--context", f.context, "tokens per request (default: the model's context)");
   app.add_option("--avg-tokens", f.avg_tokens, "tokens a request really uses (default: context)");
   app.add_option("--kv-dtype", f.kv_dtype, "KV element type: f16, bf16, f32, q8_0, ...");

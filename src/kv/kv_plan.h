@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "util/byte_size.h"  // parse_byte_size: --memory, --weights
 #include "util/dtype.h"
 #include "util/status.h"
 
@@ -64,9 +65,6 @@ Result<KvPlan> compute_kv_plan(const KvPlanInput& input);
 
 std::string render_kv_plan_table(const KvPlan& plan);  // human-readable table
 std::string render_kv_plan_json(const KvPlan& plan);   // one JSON object
-
-// "80GB", "80GiB", "512M", "1.5T", "123456" (bytes) -> bytes (binary multiples).
-Result<int64_t> parse_byte_size(std::string_view text);
 
 // The `kv-plan` subcommand: argv[0] is the subcommand name. Flags: --preset NAME | --layers N
 // --kv-heads N --head-dim N [--heads N]; --memory SIZE, --weights SIZE, --context N,

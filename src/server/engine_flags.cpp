@@ -1,32 +1,14 @@
 #include "server/engine_flags.h"
 
-#include <cctype>
-#include <cstdlib>
-
 #include "server/default_model.h"
+#include "util/byte_size.h"
 
 namespace tessera::server {
-
-int64_t parse_byte_size(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
-  if (i == 0) return -1;
-  const double value = std::strtod(text.substr(0, i).c_str(), nullptr);
-  std::string unit;
-  for (size_t k = i; k < text.size(); ++k) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[k])));
-  const std::pair<const char*, double> units[] = {
-      {"", 1.0}, {"b", 1.0}, {"k", 1024.0}, {"kb", 1e3}, {"kib", 1024.0}, {"m", 1048576.0}, {"mb", 1e6},
-      {"mib", 1048576.0}, {"g", 1073741824.0}, {"gb", 1e9}, {"gib", 1073741824.0}};
-  for (const auto& [name, scale] : units) {
-    if (unit == name) return static_cast<int64_t>(value * scale);
-  }
-  return -1;
-}
 
 void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text) {
   app.add_option("-m,--model", c.model_path, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
   app.add_option("-t,--threads", c.num_threads, "compute threads (default: every core)");
-  app.add_option("--kv-cache", kv_cache_text, "KV cache budget in bytes, e.g. 512MiB or 2GB (default: a quarter of free memory, at most 4 GiB)");
+  app.add_option("--kv-cache", kv_cache_text, "KV cache budget, e.g. 512MiB or 2GiB (GiB = 2^30, GB = 10^9; default: a quarter of free memory, at most 4 GiB)");
   app.add_option("--kv-cache-fraction", c.kv_cache_memory_fraction, "KV budget as a fraction of available memory");
   app.add_option("--block-size", c.block_size, "tokens per KV block");
   app.add_option("--kv-dtype", c.kv_dtype, "KV cache element type: f16 or f32");
@@ -56,8 +38,10 @@ std::string finish_engine_flags(EngineConfig& c, const std::string& kv_cache_tex
     }
   }
   if (!kv_cache_text.empty()) {
-    c.kv_cache_bytes = parse_byte_size(kv_cache_text);
-    if (c.kv_cache_bytes <= 0) return "--kv-cache: cannot read '" + kv_cache_text + "' as a size";
+    auto bytes = parse_byte_size(kv_cache_text);
+    if (!bytes) return "--kv-cache: " + bytes.error().message;
+    if (*bytes <= 0) return "--kv-cache: '" + kv_cache_text + "' must be more than 0 bytes";
+    c.kv_cache_bytes = *bytes;
   }
   return {};
 }

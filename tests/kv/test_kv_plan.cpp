@@ -21,7 +21,7 @@ KvPlan plan_for(const std::vector<std::string>& args) {
 }
 
 TEST(KvPlan, Llama2_13bMatchesTheSeed) {
-  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GB", "--context", "2048"});
+  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GiB", "--context", "2048"});
   EXPECT_EQ(p.bytes_per_token, 819200);  // 2 x 40 x 40 x 128 x 2
   EXPECT_NEAR(static_cast<double>(p.bytes_per_token) / (1 << 20), 0.78, 0.005);  // MiB per token
   EXPECT_EQ(p.input.weight_bytes, 26040000000);  // 13.02e9 params x 2 bytes: "26 GB"
@@ -31,7 +31,7 @@ TEST(KvPlan, Llama2_13bMatchesTheSeed) {
   EXPECT_EQ(p.max_concurrency, 35);
   EXPECT_NEAR(p.max_concurrency_exact, 35.68, 0.01);
   // The same with the weights given as 26 GiB: 34.56, still "about 35".
-  const KvPlan q = plan_for({"--preset", "llama-2-13b", "--memory", "80GB", "--weights", "26GB",
+  const KvPlan q = plan_for({"--preset", "llama-2-13b", "--memory", "80GiB", "--weights", "26GiB",
                              "--context", "2048"});
   EXPECT_EQ(q.kv_budget_bytes, 54 * kGiB);
   EXPECT_NEAR(q.max_concurrency_exact, 34.56, 0.01);
@@ -40,11 +40,11 @@ TEST(KvPlan, Llama2_13bMatchesTheSeed) {
 
 TEST(KvPlan, GqaFiveTimesFewerKvHeadsGivesFiveTimesTheConcurrency) {
   const KvPlan mha = plan_for({"--layers", "40", "--kv-heads", "40", "--head-dim", "128",
-                               "--memory", "80GB", "--weights", "26GB", "--context", "2048"});
+                               "--memory", "80GiB", "--weights", "26GiB", "--context", "2048"});
   const KvPlan gqa = plan_for({"--layers", "40", "--kv-heads", "8", "--head-dim", "128",
-                               "--memory", "80GB", "--weights", "26GB", "--context", "2048"});
+                               "--memory", "80GiB", "--weights", "26GiB", "--context", "2048"});
   const KvPlan mqa = plan_for({"--layers", "40", "--kv-heads", "1", "--head-dim", "128",
-                               "--memory", "80GB", "--weights", "26GB", "--context", "2048"});
+                               "--memory", "80GiB", "--weights", "26GiB", "--context", "2048"});
   EXPECT_EQ(mha.bytes_per_token, 5 * gqa.bytes_per_token);
   EXPECT_EQ(mha.bytes_per_token, 40 * mqa.bytes_per_token);
   EXPECT_NEAR(gqa.max_concurrency_exact, 5 * mha.max_concurrency_exact, 1e-9);
@@ -55,7 +55,7 @@ TEST(KvPlan, GqaFiveTimesFewerKvHeadsGivesFiveTimesTheConcurrency) {
 
 TEST(KvPlan, PagedVersusContiguousReservation) {
   // Requests use 500 of 2,048 reserved tokens: contiguous wastes 75.6 %, paged < 1 block each.
-  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GB", "--context", "2048",
+  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GiB", "--context", "2048",
                              "--avg-tokens", "500"});
   EXPECT_EQ(p.contiguous_concurrency, 35);
   EXPECT_NEAR(p.contiguous_waste, 1.0 - 500.0 / 2048, 1e-12);
@@ -79,7 +79,7 @@ TEST(KvPlan, PresetsAndDtypes) {
 }
 
 TEST(KvPlan, JsonHasTheScriptedFields) {
-  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GB", "--context", "2048"});
+  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GiB", "--context", "2048"});
   const auto j = nlohmann::json::parse(render_kv_plan_json(p));
   EXPECT_EQ(j.at("bytes_per_token").get<int64_t>(), 819200);
   EXPECT_EQ(j.at("num_blocks").get<int64_t>(), 4566);
@@ -104,13 +104,18 @@ TEST(KvPlan, BadInputIsAnError) {
   EXPECT_EQ(plan.error().code, ErrorCode::kOutOfRange);
 }
 
-TEST(KvPlan, ByteSizes) {
-  EXPECT_EQ(*parse_byte_size("80GB"), 80 * kGiB);
+TEST(KvPlan, ByteSizesUseTheSharedParser) {
+  // util/byte_size.h: GiB = 2^30, GB = 10^9 (an "80 GB" A100 holds 80 GiB, so the tests say GiB).
+  EXPECT_EQ(*parse_byte_size("80GB"), 80000000000);
   EXPECT_EQ(*parse_byte_size("80GiB"), 80 * kGiB);
   EXPECT_EQ(*parse_byte_size("512m"), 512 << 20);
   EXPECT_EQ(*parse_byte_size("1.5G"), 3 * kGiB / 2);
   EXPECT_EQ(*parse_byte_size("1234"), 1234);
   EXPECT_FALSE(parse_byte_size("lots").ok());
+  // --memory 80GB is decimal: 80e9 - 26.04e9 of weights = 53.96e9 bytes of KV, 32.16 requests.
+  const KvPlan p = plan_for({"--preset", "llama-2-13b", "--memory", "80GB", "--context", "2048"});
+  EXPECT_EQ(p.kv_budget_bytes, 80000000000 - 26040000000);
+  EXPECT_EQ(p.max_concurrency, 32);
 }
 
 }  // namespace
