@@ -71,7 +71,7 @@ int bench_serve_main(int argc, char** argv) {
   LoadConfig c;
   std::vector<std::string> rates = {"inf"};
   std::vector<std::string> goodput;
-  std::string json_out, plot_out;
+  std::string json_out, plot_out, label;
   app.add_option("--base-url", c.base_url, "server root, e.g. http://127.0.0.1:8000");
   app.add_option("--endpoint", c.endpoint, "/v1/completions or /v1/chat/completions");
   app.add_option("--model", c.model, "model name to send (default: the first of GET /v1/models)");
@@ -90,6 +90,9 @@ int bench_serve_main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "workload and arrival seed");
   app.add_option("--goodput", goodput, "SLOs, e.g. ttft_ms:2000 tpot_ms:100 e2el_ms:10000");
   app.add_option("--timeout", c.timeout_s, "seconds per request")->check(CLI::PositiveNumber);
+  std::string extra_body;
+  app.add_option("--extra-body", extra_body, "JSON object merged into every request, e.g. '{\"top_k\": 1}'");
+  app.add_option("--label", label, "name of this server in the JSON and the plot legend");
   app.add_option("--json-out", json_out, "write the results as JSON");
   app.add_option("--plot-out", plot_out, "write a PNG of throughput and latency across rates");
   try {
@@ -116,6 +119,13 @@ int bench_serve_main(int argc, char** argv) {
     }
     c.slo_ms[key.substr(0, key.size() - 3)] = std::strtod(g.c_str() + colon + 1, nullptr);
   }
+  if (!extra_body.empty()) {
+    c.extra_body = nlohmann::json::parse(extra_body, nullptr, false);
+    if (!c.extra_body.is_object()) {
+      std::fprintf(stderr, "--extra-body: '%s' is not a JSON object\n", extra_body.c_str());
+      return 1;
+    }
+  }
   if (c.model.empty()) {
     c.model = discover_model(c);
     if (c.model.empty()) {
@@ -139,7 +149,8 @@ int bench_serve_main(int argc, char** argv) {
                   {"num_prompts", c.num_prompts}, {"input_len", c.input_len}, {"input_len_range", c.input_len_range},
                   {"output_len", c.output_len}, {"output_len_range", c.output_len_range}, {"prefix_len", c.prefix_len},
                   {"num_prefix_groups", c.num_prefix_groups}, {"seed", c.seed}, {"burstiness", c.burstiness},
-                  {"max_concurrency", c.max_concurrency}}},
+                  {"max_concurrency", c.max_concurrency}, {"extra_body", c.extra_body},
+                  {"label", label.empty() ? c.base_url : label}}},
       {"results", results}};
   std::string json_path = json_out;
   if (json_path.empty() && !plot_out.empty()) json_path = plot_out + ".json";

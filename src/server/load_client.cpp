@@ -27,13 +27,17 @@ httplib::Headers auth_headers(const LoadConfig& c) {
 
 RequestRecord run_one(const LoadConfig& c, const std::string& model, const BenchPrompt& prompt) {
   RequestRecord rec;
-  json body = {{"model", model}, {"max_tokens", prompt.max_tokens > 0 ? prompt.max_tokens : c.output_len}, {"temperature", 0.0}, {"ignore_eos", true},
-               {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  const int32_t max_tokens = prompt.max_tokens > 0 ? prompt.max_tokens : c.output_len;
+  // ignore_eos and min_tokens = max_tokens ask the same thing two ways (see load_gen.h).
+  json body = {{"model", model},          {"max_tokens", max_tokens}, {"min_tokens", max_tokens},
+               {"temperature", 0.0},      {"ignore_eos", true},       {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
   if (c.endpoint.find("chat") != std::string::npos) {
     body["messages"] = json::array({{{"role", "user"}, {"content", prompt.text}}});
   } else {
     body["prompt"] = prompt.text;
   }
+  body.update(c.extra_body);  // --extra-body: server-specific fields, last so they can override
   httplib::Client client(c.base_url);
   client.set_connection_timeout(30);
   client.set_read_timeout(c.timeout_s);

@@ -6,7 +6,8 @@
 //   TTFT = first non-empty text chunk - send time;  E2E = last byte - send time;
 //   ITL  = gaps between consecutive text chunks;     TPOT = (E2E - TTFT) / (output_tokens - 1).
 // Output tokens come from the server's usage (stream_options.include_usage), else the number of
-// text chunks. Goodput = requests meeting every SLO given with --goodput, per second.
+// text chunks. Every request asks for exactly max_tokens: ignore_eos (vLLM, tessera) and
+// min_tokens = max_tokens (for servers without ignore_eos, e.g. llama-cpp-python's). Goodput = requests meeting every SLO given with --goodput, per second.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -35,6 +36,7 @@ struct LoadConfig {
   uint64_t seed = 0;
   std::map<std::string, double> slo_ms;       // "ttft" | "tpot" | "e2el" -> limit in ms
   int32_t timeout_s = 600;                    // per request
+  nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body (--extra-body)
 };
 
 struct BenchPrompt {

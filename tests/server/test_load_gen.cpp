@@ -115,5 +115,25 @@ TEST(LoadGen, RunsAgainstTheServerWithAConcurrencyCap) {
   EXPECT_EQ(discover_model(c), "fake-model");
 }
 
+TEST(LoadGen, ExtraBodyIsMergedLastIntoEveryRequest) {
+  testing::ServerFixture f;
+  LoadConfig c;
+  c.base_url = "http://127.0.0.1:" + std::to_string(f.port());
+  c.num_prompts = 3;
+  c.input_len = 8;
+  c.output_len = 5;  // sent as max_tokens = min_tokens = 5, overridden below
+  c.extra_body = {{"max_tokens", 3}, {"min_tokens", 3}};
+  double duration = 0.0;
+  for (const RequestRecord& r : run_load(c, make_dataset(c), &duration)) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.output_tokens, 3);
+    EXPECT_EQ(r.itl_ms.size(), 2u);
+  }
+  c.extra_body = {{"top_k", -5}};  // the server refuses it: every request fails with its status
+  const auto bad = run_load(c, make_dataset(c), &duration);
+  for (const RequestRecord& r : bad) EXPECT_EQ(r.error, "HTTP 400");
+  EXPECT_EQ(summarize(bad, duration, c)["errors"]["HTTP 400"], 3);
+}
+
 }  // namespace
 }  // namespace tessera::server
