@@ -137,7 +137,8 @@ def print_table(args, names, results):
             ratios = [x / y for x, y in zip(a, b) if y]
             if not ratios:
                 continue
-            print(f"{rate:>6} {label:<16} {statistics.median(a):>12.1f} {statistics.median(b):>12.1f} "
+            digits = 1 if max(abs(statistics.median(a)), abs(statistics.median(b))) >= 10 else 3
+            print(f"{rate:>6} {label:<16} {statistics.median(a):>12.{digits}f} {statistics.median(b):>12.{digits}f} "
                   f"{statistics.median(ratios):>7.2f}x {min(ratios):>6.2f}-{max(ratios):<6.2f}")
 
 
