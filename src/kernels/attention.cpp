@@ -16,7 +16,6 @@
 // The rows of a unit are the query tile's tokens x the query heads of one KV head group, so each
 // K/V tile is loaded once for the whole GQA group.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -116,7 +115,12 @@ int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t
   }
   for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
     const int32_t n = std::min(kTileKeys, key_hi - tile);
-    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, sc.kt.data(), sc.vt.data(), sc.v_rows.data());
+    // Prefetch the keys that come next (this partition's next tile, else the next partition's
+    // first, which the split schedule's next unit usually reads on this thread): decode is bound
+    // by memory latency on the scattered blocks, not by arithmetic.
+    const int32_t prefetch_n = std::clamp(last_pos + 1 - (tile + n), 0, kTileKeys);
+    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, prefetch_n, sc.kt.data(), sc.vt.data(),
+                   sc.v_rows.data());
     const int32_t r0 = first_row_reaching(tile);
     c.tk.scores(sc.q_rows.data() + r0, num_rows - r0, sc.kt.data(), hd, c.scale, sc.scores.data());
     for (int32_t r = r0; r < num_rows; ++r) {
@@ -244,23 +248,26 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
                 sizeof(int64_t) * 2 * (md.num_seqs + 1) + sizeof(int32_t) * md.num_tokens);
 
   // Small steps run on the calling thread: waking the pool costs more than the work. (Rows do
-  // not depend on which thread computes them, so this changes no bits.)
+  // not depend on which thread computes them, so this changes no bits.) Units go one at a time
+  // through for_chunks, which never waits for a worker that has not started (on a loaded machine a
+  // descheduled worker would otherwise cost a time slice per layer); each unit claims a scratch
+  // slot for its duration.
   int64_t work = 0;  // query rows x keys x heads
   for (int32_t s = 0; s < md.num_seqs; ++s) {
     work += int64_t{md.query_start_loc[s + 1] - md.query_start_loc[s]} * md.seq_lens[s] * num_heads;
   }
   const bool run_inline = work * kv.head_dim < kInlineWork;
-  auto on_pool = [&](auto&& body) {
+  auto on_pool = [&](int64_t n, int64_t chunk, auto&& body) {
     if (run_inline) {
-      body(0, 1);
+      body(int64_t{0}, n);
     } else {
-      pool.run([&](int index, int count) { body(index, count); });
+      pool.for_chunks(n, chunk, body);
     }
   };
-  std::atomic<int64_t> next_unit{0};
-  on_pool([&](int thread_index, int) {
-    AttnWorkspace::ThreadScratch& sc = ws.threads[thread_index];
-    for (int64_t u = next_unit.fetch_add(1); u < num_units; u = next_unit.fetch_add(1)) {
+  on_pool(num_units, 1, [&](int64_t begin, int64_t end) {
+    const int slot = ws.claim_slot();
+    AttnWorkspace::ThreadScratch& sc = ws.threads[slot];
+    for (int64_t u = begin; u < end; ++u) {
       const int64_t* it = std::upper_bound(ws.unit_offset.data(), ws.unit_offset.data() + md.num_seqs + 1, u);
       const int32_t s = static_cast<int32_t>(it - ws.unit_offset.data()) - 1;
       const SeqView sv = seq_view(c, s);
@@ -274,23 +281,27 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
         run_tiled_unit(c, sv, kv_head, per_head - 1 - index, sc);  // costliest tiles first
       }
     }
+    ws.release_slot(slot);
   });
   if (num_partial_floats == 0) return;
-  // Phase 2: fold each split row's partials (items = token x head, in chunks of 16).
+  // Phase 2: fold each split row's partials (items = token x head). A chunk folds about 256
+  // partitions (~10 us), so one decode sequence's fold stays on the calling thread.
   const int64_t num_items = int64_t{md.num_tokens} * num_heads;
-  std::atomic<int64_t> next_item{0};
-  on_pool([&](int thread_index, int) {
-    float* total = ws.threads[thread_index].total.data();
-    for (int64_t begin = next_item.fetch_add(16); begin < num_items; begin = next_item.fetch_add(16)) {
-      for (int64_t i = begin; i < std::min(num_items, begin + 16); ++i) {
-        const int32_t token = static_cast<int32_t>(i / num_heads);
-        const int32_t head = static_cast<int32_t>(i % num_heads);
-        const int32_t s = ws.token_seq[token];
-        const SeqView sv = seq_view(c, s);
-        if (!sv.split) continue;
-        finish_split_row(c, sv, partials + ws.partial_offset[s], token - sv.q_begin, head, total);
-      }
+  const int64_t num_partial_states = static_cast<int64_t>(num_partial_floats / stride);
+  const int64_t parts_per_item = std::max<int64_t>(1, num_partial_states / std::max<int64_t>(1, num_items));
+  const int64_t fold_chunk = std::max<int64_t>(1, 256 / parts_per_item);
+  on_pool(num_items, fold_chunk, [&](int64_t begin, int64_t end) {
+    const int slot = ws.claim_slot();
+    float* total = ws.threads[slot].total.data();
+    for (int64_t i = begin; i < end; ++i) {
+      const int32_t token = static_cast<int32_t>(i / num_heads);
+      const int32_t head = static_cast<int32_t>(i % num_heads);
+      const int32_t s = ws.token_seq[token];
+      const SeqView sv = seq_view(c, s);
+      if (!sv.split) continue;
+      finish_split_row(c, sv, partials + ws.partial_offset[s], token - sv.q_begin, head, total);
     }
+    ws.release_slot(slot);
   });
 }
 
@@ -336,6 +347,7 @@ void AttnWorkspace::grow(std::vector<float>& buf, size_t floats) {
 void AttnWorkspace::ensure_threads(int num_threads, int32_t head_dim, int32_t rows) {
   if (threads.size() < static_cast<size_t>(num_threads)) {
     threads.resize(num_threads);
+    slot_busy_ = std::make_unique<std::atomic<int32_t>[]>(threads.size());  // all 0: free
     ++num_grows_;
   }
   const int32_t stride = state_stride(head_dim);
@@ -363,6 +375,17 @@ void AttnWorkspace::ensure_seqs(int32_t num_seqs, int32_t num_tokens) {
   if (token_seq.size() < size_t(num_tokens)) {
     token_seq.resize(num_tokens);
     ++num_grows_;
+  }
+}
+
+int AttnWorkspace::claim_slot() {
+  for (;;) {  // at most threads.size() holders at once, so one pass finds a free slot
+    for (size_t i = 0; i < threads.size(); ++i) {
+      if (slot_busy_[i].load(std::memory_order_relaxed) == 0 &&
+          slot_busy_[i].exchange(1, std::memory_order_acquire) == 0) {
+        return static_cast<int>(i);
+      }
+    }
   }
 }
 

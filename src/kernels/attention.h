@@ -11,8 +11,10 @@
 //   partitions' (max, sum, accumulator) in ascending order, whatever the scheduling.
 // - No allocation per call once the workspace has seen the largest step (reserve() up front).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -63,7 +65,8 @@ struct AttnLimits {
 
 // Preallocated scratch of both kernels. Buffers grow only when a call exceeds what was reserved
 // (counted in num_grows()); a reserved workspace never allocates. Not shared between threads
-// except through one paged_attention call (each pool thread owns its own slice).
+// except through one paged_attention call: a work unit claims a free ThreadScratch slot for its
+// duration (at most num_threads units run at once), so units may run on any thread.
 class AttnWorkspace {
  public:
   AttnWorkspace() = default;
@@ -88,6 +91,10 @@ class AttnWorkspace {
     std::vector<const float*> q_rows;   // [rows]
   };
   void ensure_threads(int num_threads, int32_t head_dim, int32_t rows);
+  // Claims a free slot of `threads` (one of num_threads; never blocks when at most num_threads
+  // callers hold one) and releases it.
+  int claim_slot();
+  void release_slot(int slot) { slot_busy_[slot].store(0, std::memory_order_release); }
   void ensure_seqs(int32_t num_seqs, int32_t num_tokens);
   float* ensure_partials(size_t floats);
   float* ensure_naive(size_t floats);
@@ -103,6 +110,7 @@ class AttnWorkspace {
 
  private:
   void grow(std::vector<float>& buf, size_t floats);
+  std::unique_ptr<std::atomic<int32_t>[]> slot_busy_;  // [threads.size()]: 1 while claimed
   size_t peak_flash_ = 0;
   size_t peak_naive_ = 0;
   int64_t num_grows_ = 0;

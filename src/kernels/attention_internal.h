@@ -20,8 +20,10 @@ struct TileKernels {
   // sequence's block ids): kt[d * kTileKeys + j] = K[key_begin + j][d] as f32 for j < n and 0 for
   // n <= j < kTileKeys; v_rows[j] = that key's V row as f32 (into the cache for f32 KV, into
   // vt [kTileKeys][head_dim] for f16 KV). 1 <= n <= kTileKeys.
+  // It may also prefetch the next prefetch_n keys (key_begin + n ...), which the caller promises
+  // are valid positions of the sequence (0: none); prefetching changes no result.
   void (*load_tile)(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                    int32_t n, float* kt, float* vt, const float** v_rows);
+                    int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows);
   // s[r * kTileKeys + j] = scale * (sum over d ascending of q_rows[r][d] * kt[d][j]) for all
   // kTileKeys columns of num_rows rows.
   void (*scores)(const float* const* q_rows, int32_t num_rows, const float* kt, int32_t head_dim,
@@ -31,6 +33,61 @@ struct TileKernels {
   void (*update)(const float* s, int32_t n, const float* const* v_rows, int32_t head_dim,
                  float* state);
 };
+
+// Walks the element offsets of consecutive keys of one KV head through the block table: one
+// division per tile instead of one per key. next() reads the block table only when it crosses
+// into the next block, so a walk never reads past the block holding its last key.
+class KeyCursor {
+ public:
+  KeyCursor(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos)
+      : blocks_(blocks + pos / kv.block_size),
+        in_block_(pos % kv.block_size),
+        block_size_(kv.block_size),
+        row_(int64_t{kv.num_kv_heads} * kv.head_dim),
+        head_off_(int64_t{kv_head} * kv.head_dim) {
+    offset_ = (int64_t{*blocks_} * block_size_ + in_block_) * row_ + head_off_;
+  }
+  // Element offset of the current key's row of kv_head in K (and in V).
+  int64_t offset() const { return offset_; }
+  void next() {
+    if (++in_block_ == block_size_) {
+      in_block_ = 0;
+      ++blocks_;
+      offset_ = int64_t{*blocks_} * block_size_ * row_ + head_off_;
+    } else {
+      offset_ += row_;
+    }
+  }
+
+ private:
+  const int32_t* blocks_;
+  int32_t in_block_, block_size_;
+  int64_t row_, head_off_;
+  int64_t offset_;
+};
+
+// Prefetches (for reading, into all cache levels) the K and V rows of kv_head for the keys
+// [pos, pos + count) of the sequence whose block table is `blocks`.
+inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos,
+                          int32_t count) {
+  // GCC deems a function whose only effects are prefetches pure and deletes its calls; the empty
+  // volatile asm (no clobbers) keeps them.
+  asm volatile("");
+  if (count <= 0) return;
+  const int64_t elem = kv.dtype == KvDType::kF16 ? 2 : 4;
+  const int64_t row_bytes = elem * kv.head_dim;
+  const char* k = static_cast<const char*>(kv.k);
+  const char* v = static_cast<const char*>(kv.v);
+  KeyCursor cur(kv, blocks, kv_head, pos);
+  for (int32_t j = 0; j < count; ++j) {
+    if (j > 0) cur.next();
+    const int64_t byte = cur.offset() * elem;
+    for (int64_t b = 0; b < row_bytes; b += 64) {  // one 64-byte line at a time
+      __builtin_prefetch(k + byte + b, 0, 3);
+      __builtin_prefetch(v + byte + b, 0, 3);
+    }
+  }
+}
 
 const TileKernels& tile_kernels_ref();
 // nullptr when the build has no such file (TESSERA_FORCE_SCALAR) or head_dim is unsupported.

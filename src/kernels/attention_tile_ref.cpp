@@ -17,7 +17,8 @@ inline int64_t key_offset(const KvLayer& kv, const int32_t* blocks, int32_t kv_h
 }
 
 void load_tile_ref(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                   int32_t n, float* kt, float* vt, const float** v_rows) {
+                   int32_t n, int32_t /*prefetch_n: none here*/, float* kt, float* vt,
+                   const float** v_rows) {
   const int32_t hd = kv.head_dim;
   for (int32_t j = 0; j < n; ++j) {
     const int64_t off = key_offset(kv, blocks, kv_head, key_begin + j);

@@ -57,14 +57,15 @@ inline void transpose8(__m256 r[8]) {
 }
 
 void load_tile_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                    int32_t n, float* kt, float* vt, const float** v_rows) {
+                    int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows) {
   const int32_t hd = kv.head_dim;
   const bool f16 = kv.dtype == KvDType::kF16;
+  prefetch_keys(kv, blocks, kv_head, key_begin + n, prefetch_n);
   const void* k_rows[kTileKeys];
+  KeyCursor cur(kv, blocks, kv_head, key_begin);
   for (int32_t j = 0; j < n; ++j) {
-    const int32_t pos = key_begin + j;
-    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-    const int64_t off = (slot * kv.num_kv_heads + kv_head) * hd;
+    if (j > 0) cur.next();
+    const int64_t off = cur.offset();
     if (!f16) {
       k_rows[j] = static_cast<const float*>(kv.k) + off;
       v_rows[j] = static_cast<const float*>(kv.v) + off;

@@ -66,14 +66,15 @@ inline void transpose16(__m512 r[16]) {
 }
 
 void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                      int32_t n, float* kt, float* vt, const float** v_rows) {
+                      int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows) {
   const int32_t hd = kv.head_dim;
   const bool f16 = kv.dtype == KvDType::kF16;
+  prefetch_keys(kv, blocks, kv_head, key_begin + n, prefetch_n);
   const void* k_rows[kTileKeys];
+  KeyCursor cur(kv, blocks, kv_head, key_begin);
   for (int32_t j = 0; j < n; ++j) {
-    const int32_t pos = key_begin + j;
-    const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-    const int64_t off = (slot * kv.num_kv_heads + kv_head) * hd;
+    if (j > 0) cur.next();
+    const int64_t off = cur.offset();
     if (!f16) {
       k_rows[j] = static_cast<const float*>(kv.k) + off;
       v_rows[j] = static_cast<const float*>(kv.v) + off;
@@ -109,45 +110,42 @@ void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head,
   }
 }
 
+// R rows (R <= 4) x all 64 keys: one FMA chain per (row, 16 keys) over d ascending, then * scale.
+// Every R gives each row the same bits, so how rows are grouped never matters.
+template <int R>
+inline void scores_rows(const float* const* q_rows, const float* kt, int32_t head_dim,
+                        __m512 vscale, float* s) {
+  __m512 acc[R][4];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm512_setzero_ps();
+  for (int32_t d = 0; d < head_dim; ++d) {
+    const float* k = kt + int64_t{d} * kTileKeys;
+    const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
+    const __m512 k2 = _mm512_loadu_ps(k + 32), k3 = _mm512_loadu_ps(k + 48);
+    for (int i = 0; i < R; ++i) {
+      const __m512 b = _mm512_set1_ps(q_rows[i][d]);
+      acc[i][0] = _mm512_fmadd_ps(b, k0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(b, k1, acc[i][1]);
+      acc[i][2] = _mm512_fmadd_ps(b, k2, acc[i][2]);
+      acc[i][3] = _mm512_fmadd_ps(b, k3, acc[i][3]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int c = 0; c < 4; ++c)
+      _mm512_storeu_ps(s + int64_t{i} * kTileKeys + 16 * c, _mm512_mul_ps(acc[i][c], vscale));
+}
+
 void scores_avx512(const float* const* q_rows, int32_t num_rows, const float* kt, int32_t head_dim,
                    float scale, float* s) {
   const __m512 vscale = _mm512_set1_ps(scale);
   int32_t r = 0;
-  for (; r + 4 <= num_rows; r += 4) {
-    __m512 acc[4][4];
-    for (auto& row : acc)
-      for (auto& a : row) a = _mm512_setzero_ps();
-    const float* q0 = q_rows[r];
-    const float* q1 = q_rows[r + 1];
-    const float* q2 = q_rows[r + 2];
-    const float* q3 = q_rows[r + 3];
-    for (int32_t d = 0; d < head_dim; ++d) {
-      const float* k = kt + int64_t{d} * kTileKeys;
-      const __m512 k0 = _mm512_loadu_ps(k), k1 = _mm512_loadu_ps(k + 16);
-      const __m512 k2 = _mm512_loadu_ps(k + 32), k3 = _mm512_loadu_ps(k + 48);
-      const __m512 b[4] = {_mm512_set1_ps(q0[d]), _mm512_set1_ps(q1[d]), _mm512_set1_ps(q2[d]),
-                           _mm512_set1_ps(q3[d])};
-      for (int i = 0; i < 4; ++i) {
-        acc[i][0] = _mm512_fmadd_ps(b[i], k0, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(b[i], k1, acc[i][1]);
-        acc[i][2] = _mm512_fmadd_ps(b[i], k2, acc[i][2]);
-        acc[i][3] = _mm512_fmadd_ps(b[i], k3, acc[i][3]);
-      }
-    }
-    for (int i = 0; i < 4; ++i)
-      for (int c = 0; c < 4; ++c)
-        _mm512_storeu_ps(s + int64_t{r + i} * kTileKeys + 16 * c, _mm512_mul_ps(acc[i][c], vscale));
-  }
-  for (; r < num_rows; ++r) {
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    const float* q = q_rows[r];
-    for (int32_t d = 0; d < head_dim; ++d) {
-      const float* k = kt + int64_t{d} * kTileKeys;
-      const __m512 b = _mm512_set1_ps(q[d]);
-      for (int c = 0; c < 4; ++c) acc[c] = _mm512_fmadd_ps(b, _mm512_loadu_ps(k + 16 * c), acc[c]);
-    }
-    for (int c = 0; c < 4; ++c)
-      _mm512_storeu_ps(s + int64_t{r} * kTileKeys + 16 * c, _mm512_mul_ps(acc[c], vscale));
+  for (; r + 4 <= num_rows; r += 4) scores_rows<4>(q_rows + r, kt, head_dim, vscale, s + int64_t{r} * kTileKeys);
+  float* tail = s + int64_t{r} * kTileKeys;
+  switch (num_rows - r) {  // the GQA group of 3 (SmolLM2) decodes as one 3-row pass
+    case 3: scores_rows<3>(q_rows + r, kt, head_dim, vscale, tail); break;
+    case 2: scores_rows<2>(q_rows + r, kt, head_dim, vscale, tail); break;
+    case 1: scores_rows<1>(q_rows + r, kt, head_dim, vscale, tail); break;
+    default: break;
   }
 }
 
