@@ -1,10 +1,14 @@
 // B3: flash vs naive paged attention in one invocation, interleaved round by round.
 // For each model shape: decode (1 query row) at depths 1k..16k and prefill (T rows over T keys)
-// at 512..16k, one sequence, one layer, f32 KV in blocks of 16. Prints per length: tok/s of the
-// flash kernel (pool of --threads threads and 1 thread) and of the naive twin (single-threaded by
-// design), the ratio flash/naive (median, min-max over rounds) and the peak scratch bytes of each.
+// at 512..16k, one sequence, one layer, f32 (or --f16) KV in blocks of 16. Prints per length: tok/s
+// of the flash kernel (pool of --threads threads and 1 thread) and of the naive twin (single-threaded
+// by design), the ratio flash/naive (median, min-max over rounds), the peak scratch bytes of each
+// and, for decode, the K/V bytes the 1-thread flash kernel streams per second.
+// Prefill lengths >= --slice-from (default 8192) time one KV head group only (num_heads/num_kv_heads
+// query heads over 1 KV head) on both sides, so the naive twin takes seconds instead of minutes:
+// their ratio is measured on identical work; tok/s is scaled by 1/num_kv_heads (rows marked "*").
 //   bench_attention [--quick] [--rounds N] [--threads N] [--shape synthetic|smollm2|both]
-//                   [--max-prefill T] [--max-decode D] [--f16]
+//                   [--max-prefill T] [--max-decode D] [--slice-from T] [--f16]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,11 +36,12 @@ struct ModelShape {
 struct Options {
   bool quick = false;
   int rounds = 3;
-  int rounds_long = 1;       // rounds for prefill >= 16k (the naive twin takes minutes there)
+  int rounds_long = 1;       // rounds for prefill >= slice_from
   int threads = default_num_threads();
   std::string shape = "both";
   int32_t max_prefill = 16384;
   int32_t max_decode = 16384;
+  int32_t slice_from = 8192;
   bool f16 = false;
 };
 
@@ -90,6 +95,8 @@ struct Row {
   double ratio_med = 0, ratio_min = 0, ratio_max = 0, ratio1_med = 0;
   size_t flash_bytes = 0, naive_bytes = 0;
   double max_abs_diff = 0;
+  double gbps1 = 0;     // decode: K/V bytes per second of the 1-thread flash kernel
+  bool sliced = false;  // one KV head group timed, tok/s scaled
 };
 
 double median(std::vector<double> v) {
@@ -109,8 +116,11 @@ double time_call(Fn&& fn, double min_ms) {
   return sw.elapsed_ms() / 1000.0 / reps;
 }
 
-Row measure(const ModelShape& sh, int32_t ctx, int32_t q_len, const Options& opt, ThreadPool& pool,
+Row measure(const ModelShape& full, int32_t ctx, int32_t q_len, const Options& opt, ThreadPool& pool,
             ThreadPool& pool1, int rounds) {
+  const bool sliced = q_len > 1 && q_len >= opt.slice_from && full.num_kv_heads > 1;
+  const ModelShape sh = sliced ? ModelShape{full.name, full.num_heads / full.num_kv_heads, 1, full.head_dim} : full;
+  const double scale_tps = double(sh.num_kv_heads) / full.num_kv_heads;  // sliced: 1/num_kv_heads
   Case c(sh, ctx, q_len, opt.f16);
   const float scale = 1.0f / std::sqrt(float(sh.head_dim));
   AttnWorkspace ws_flash, ws_flash1, ws_naive;
@@ -131,9 +141,14 @@ Row measure(const ModelShape& sh, int32_t ctx, int32_t q_len, const Options& opt
     ratio1.push_back(t_naive.back() / t_flash1.back());
   }
   Row row;
-  row.flash_tps = q_len / median(t_flash);
-  row.flash1_tps = q_len / median(t_flash1);
-  row.naive_tps = q_len / median(t_naive);
+  row.sliced = sliced;
+  row.flash_tps = scale_tps * q_len / median(t_flash);
+  row.flash1_tps = scale_tps * q_len / median(t_flash1);
+  row.naive_tps = scale_tps * q_len / median(t_naive);
+  if (q_len == 1) {
+    const double kv_bytes = 2.0 * ctx * sh.num_kv_heads * sh.head_dim * (opt.f16 ? 2 : 4);
+    row.gbps1 = kv_bytes / median(t_flash1) / 1e9;
+  }
   row.ratio_med = median(ratio);
   row.ratio_min = *std::min_element(ratio.begin(), ratio.end());
   row.ratio_max = *std::max_element(ratio.begin(), ratio.end());
@@ -154,10 +169,12 @@ std::string human_bytes(size_t b) {
 }
 
 void print_row(const char* kind, int32_t len, const Row& r) {
-  std::printf("| %-7s | %6d | %12.1f | %12.1f | %12.1f | %5.2fx [%5.2f-%5.2f] | %5.2fx | %10s | %10s | %.1e |\n",
-              kind, len, r.flash_tps, r.flash1_tps, r.naive_tps, r.ratio_med, r.ratio_min, r.ratio_max,
-              r.ratio1_med, human_bytes(r.flash_bytes).c_str(), human_bytes(r.naive_bytes).c_str(),
-              r.max_abs_diff);
+  char gbps[16] = "-";
+  if (r.gbps1 > 0) std::snprintf(gbps, sizeof gbps, "%.2f", r.gbps1);
+  std::printf("| %-7s | %6d%s | %12.1f | %12.1f | %12.1f | %5.2fx [%5.2f-%5.2f] | %5.2fx | %6s | %10s | %10s | %.1e |\n",
+              kind, len, r.sliced ? "*" : " ", r.flash_tps, r.flash1_tps, r.naive_tps, r.ratio_med,
+              r.ratio_min, r.ratio_max, r.ratio1_med, gbps, human_bytes(r.flash_bytes).c_str(),
+              human_bytes(r.naive_bytes).c_str(), r.max_abs_diff);
   std::fflush(stdout);
 }
 
@@ -175,10 +192,11 @@ int main(int argc, char** argv) {
     else if (a == "--shape") opt.shape = next();
     else if (a == "--max-prefill") opt.max_prefill = std::atoi(next().c_str());
     else if (a == "--max-decode") opt.max_decode = std::atoi(next().c_str());
+    else if (a == "--slice-from") opt.slice_from = std::atoi(next().c_str());
     else if (a == "--f16") opt.f16 = true;
     else {
       std::fprintf(stderr, "usage: bench_attention [--quick] [--rounds N] [--rounds-long N] [--threads N] "
-                           "[--shape synthetic|smollm2|both] [--max-prefill T] [--max-decode D] [--f16]\n");
+                           "[--shape synthetic|smollm2|both] [--max-prefill T] [--max-decode D] [--slice-from T] [--f16]\n");
       return 2;
     }
   }
@@ -193,17 +211,20 @@ int main(int argc, char** argv) {
   if (opt.shape == "smollm2" || opt.shape == "both") shapes.push_back({"SmolLM2 9q/3kv hd64", 9, 3, 64});
   ThreadPool pool(opt.threads);
   ThreadPool pool1(1);
-  std::printf("bench_attention (B3): isa=%s threads=%d rounds=%d (prefill >= 16k: %d) kv=%s block_size=16, one layer\n",
+  std::printf("bench_attention (B3): isa=%s threads=%d rounds=%d (prefill >= slice: %d) kv=%s block_size=16, one layer\n",
               std::string(active_isa()).c_str(), opt.threads, opt.rounds, opt.rounds_long, opt.f16 ? "f16" : "f32");
-  std::printf("tok/s: decode = steps/s of one sequence; prefill = prompt tokens/s. ratio = naive time / flash time.\n");
+  std::printf("tok/s: decode = steps/s of one sequence; prefill = prompt tokens/s. ratio = naive time / flash time.\n"
+              "1t GB/s: K/V bytes read per second by the 1-thread flash decode. *: one KV head group of %d+ token\n"
+              "prefills timed on both sides (same work), tok/s scaled by 1/num_kv_heads; peaks are that slice's.\n",
+              opt.slice_from);
   for (const ModelShape& sh : shapes) {
     std::printf("\n%s\n", sh.name);
-    std::printf("| kind    | length | flash tok/s  | flash1t tok/s| naive tok/s  | flash/naive (med [min-max]) | 1t/naive | flash peak | naive peak | max|diff| |\n");
-    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("| kind    | length  | flash tok/s  | flash1t tok/s| naive tok/s  | flash/naive (med [min-max]) | 1t/naive | 1t GB/s | flash peak | naive peak | max|diff| |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int32_t depth = 1024; depth <= opt.max_decode; depth *= 2)
       print_row("decode", depth, measure(sh, depth, 1, opt, pool, pool1, opt.rounds));
     for (int32_t len = 512; len <= opt.max_prefill; len *= 2)
-      print_row("prefill", len, measure(sh, len, len, opt, pool, pool1, len >= 16384 ? opt.rounds_long : opt.rounds));
+      print_row("prefill", len, measure(sh, len, len, opt, pool, pool1, len >= opt.slice_from ? opt.rounds_long : opt.rounds));
   }
   return 0;
 }
