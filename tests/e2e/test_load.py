@@ -45,13 +45,29 @@ def stream_request(port, prompt, hang_up_after):
     return text, finish, done
 
 
+def settled_metrics(base, timeout_s=60):
+    """Metrics once the server is idle and its request counters have stopped moving: a reply (or an
+    earlier test's hang-up) reaches the client before the engine thread publishes the counters."""
+    deadline = time.time() + timeout_s
+    last = None
+    while True:
+        m = metrics(base)
+        idle = (m["tessera:num_requests_running"] == 0 and m["tessera:num_requests_waiting"] == 0
+                and m["tessera:requests_in_flight"] == 0)
+        counters = (m["tessera:requests_finished_total"], m["tessera:request_aborted_total"])
+        if (idle and counters == last) or time.time() > deadline:
+            return m
+        last = counters if idle else None
+        time.sleep(0.3)
+
+
 def test_concurrent_streams_with_disconnects(server):
     reference = {}
     for p in PROMPTS:
         _, body = http(server.base, "POST", "/v1/completions",
                        {"model": SERVED_NAME, "prompt": p, "max_tokens": MAX_TOKENS, "temperature": 0})
         reference[p] = (body["choices"][0]["text"], body["choices"][0]["finish_reason"])
-    before = metrics(server.base)
+    before = settled_metrics(server.base)
     rng = random.Random(2024)
     plan = [(PROMPTS[i % len(PROMPTS)], rng.randint(1, MAX_TOKENS // 2) if i % 4 == 0 else None)
             for i in range(NUM_CLIENTS)]
