@@ -181,10 +181,11 @@ int offline_bench_main(const std::string& mode, int argc, char** argv) {
     for (int32_t r = 0; r < rounds; ++r) {
       for (size_t i = 0; i < policies.size(); ++i) runs[i].push_back(run_once(*engines[i], w));
     }
+    const std::string output_shape = w.output_dist == "geometric"
+                                         ? "geometric, mean"
+                                         : "+-" + std::to_string(static_cast<int>(w.output_range * 100)) + "%";
     std::printf("workload: %d requests, input %d (+-%.0f%%), output %d (%s), max_num_seqs %d, %d rounds\n",
-                w.num_requests, w.input_len, w.input_range * 100, w.output_len,
-                w.output_dist == "geometric" ? "geometric, mean"
-                                             : ("+-" + std::to_string(static_cast<int>(w.output_range * 100)) + "%").c_str(),
+                w.num_requests, w.input_len, w.input_range * 100, w.output_len, output_shape.c_str(),
                 config.max_num_seqs, rounds);
     std::printf("%-11s %12s %12s %12s %12s %10s\n", "policy", "out tok/s", "total tok/s", "TTFT p50 ms",
                 "TPOT p50 ms", "occupancy");
