@@ -1,10 +1,11 @@
 // bench_matmul: GB/s of matmul (m = 1, the decode case) on SmolLM2-135M's shapes, per weight type
 // and ISA level, plus m = 16 GOP/s (batched decode / prefill). Compare the GB/s with
 // probe_bandwidth: m = 1 matmul is a read of the weights, so that is its speed of light.
-// Then, at the detected ISA, GOP/s for m > 1 of the register-blocked kernel ("new") against the
-// row-at-a-time tiled kernel ("old", set_matmul_gemm_enabled(false)), interleaved round by round:
-// median GOP/s of each and the per-round ratio new/old as median (min-max). With 1 thread the
-// m > 1 table times CPU seconds of the calling thread instead of wall time.
+// Weights are packed where the CPU runs the packed AVX-512 kernel (as the model loader does).
+// Then, at the detected ISA, GOP/s for m >= 1 of the packed kernel ("packed") against the AVX2
+// kernel on the GGUF layout ("gguf", set_matmul_packed_enabled(false)), interleaved round by round:
+// median GOP/s of each and the per-round ratio as median (min-max). With 1 thread that table
+// times CPU seconds of the calling thread instead of wall time.
 // Usage: bench_matmul [threads=all] [seconds per case=0.3] [types=Q4_1,Q8_0,...] [m=8,16,128,512]
 //        [rounds=5]
 #include <fmt/format.h>
@@ -103,16 +104,16 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
-// The m > 1 table: new (register-blocked) vs old (tiled) kernel, interleaved rounds.
+// The packed-vs-GGUF-layout table, interleaved rounds.
 void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms, int rounds,
                 double seconds, ThreadPool& pool) {
   // One thread: GOP per second of CPU time (robust to a loaded machine); more: wall time.
   const bool cpu_time = pool.num_threads() == 1;
   auto timed = cpu_time ? time_call_cpu : time_call;
-  fmt::print("\nm > 1 at {}: GOP/s ({}) new (register-blocked) vs old (tiled), {} interleaved rounds\n",
+  fmt::print("\nat {}: GOP/s ({}) packed vs gguf layout, {} interleaved rounds\n",
              isa_name(detected_isa_level()), cpu_time ? "per CPU second" : "wall", rounds);
-  fmt::print("{:<6} {:<11} {:>5} {:>10} {:>10} {:>22}\n", "type", "shape", "m", "old GOP/s",
-             "new GOP/s", "new/old median (min-max)");
+  fmt::print("{:<6} {:<11} {:>5} {:>10} {:>10} {:>22}\n", "type", "shape", "m", "gguf GOP/s",
+             "packed GOP/s", "packed/gguf (min-max)");
   for (DType type : types) {
     if (type != DType::Q4_0 && type != DType::Q4_1 && type != DType::Q5_0 && type != DType::Q5_1 &&
         type != DType::Q8_0) {
@@ -120,16 +121,17 @@ void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms,
     }
     for (const Shape& s : kShapes) {
       const auto data = make_weights(type, s.rows, s.cols);
-      const auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
+      auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
+      w.pack_if_useful();
       for (int64_t m : ms) {
         std::vector<float> x(m * s.cols), y(m * s.rows);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
         const double ops = 2.0 * static_cast<double>(m * s.rows * s.cols);
         std::vector<double> old_gops, new_gops, ratio;
         for (int round = 0; round < rounds; ++round) {
-          kernels::set_matmul_gemm_enabled(false);
+          kernels::set_matmul_packed_enabled(false);
           const double t_old = timed(w, x, m, y, pool, seconds);
-          kernels::set_matmul_gemm_enabled(true);
+          kernels::set_matmul_packed_enabled(true);
           const double t_new = timed(w, x, m, y, pool, seconds);
           old_gops.push_back(ops / t_old / 1e9);
           new_gops.push_back(ops / t_new / 1e9);
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
       if (auto t = dtype_from_name(name)) types.push_back(*t);
     }
   }
-  std::vector<int64_t> ms = {8, 16, 128, 512};
+  std::vector<int64_t> ms = {1, 8, 16, 128, 512};
   if (argc > 4) {
     ms.clear();
     for (const std::string& v : split(argv[4])) ms.push_back(std::atoll(v.c_str()));
@@ -172,7 +174,8 @@ int main(int argc, char** argv) {
     for (const Shape& s : kShapes) {
       if (s.cols % dtype_block_size(type) != 0) continue;
       const auto data = make_weights(type, s.rows, s.cols);
-      const auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
+      auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
+      w.pack_if_useful();
       std::vector<float> x(16 * s.cols, 0.5f), y(16 * s.rows);
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
       for (int l = static_cast<int>(detected_isa_level()); l >= 0; --l) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/matmul_canon.h"
+#include "kernels/matmul_pack.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 #include "util/check.h"
@@ -25,9 +26,8 @@ struct ActivationScratch {
   std::vector<int8_t> xq;       // [m][cols]
   std::vector<float> xd;        // [m][cols / 32] (or / 256)
   std::vector<float> xs;        // [m][cols / 32]
+  std::vector<int32_t> xsum;    // [m][cols / 32]
   std::vector<int32_t> xbsums;  // [m][cols / 16]
-  std::vector<float> xdv;       // [m][cols / 32][8] (register-blocked kernel only)
-  std::vector<float> xs_t;      // [cols / 32][m + 16]
 };
 
 template <typename T>
@@ -36,12 +36,22 @@ T* grow(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
+std::atomic<bool> g_packed_enabled{true};
+
+bool packed_kernels_available() {
+#if !defined(TESSERA_FORCE_SCALAR)
+  return isa_level() >= IsaLevel::kAvx512 && cpu_features().avx512vnni;
+#else
+  return false;
+#endif
+}
+
 void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 #if !defined(TESSERA_FORCE_SCALAR)
   const IsaLevel level = isa_level();
-  if (level >= IsaLevel::kAvx512 && cpu_features().avx512vnni &&
-      avx512::matmul_rows(a, r_begin, r_end)) {
-    return;
+  if (level >= IsaLevel::kAvx512 && cpu_features().avx512vnni) {
+    if (a.packed && g_packed_enabled.load(std::memory_order_relaxed) && avx512::packed_rows(a, r_begin, r_end)) return;
+    if (avx512::matmul_rows(a, r_begin, r_end)) return;
   }
   if (level >= IsaLevel::kAvx2 && avx2::matmul_rows(a, r_begin, r_end)) return;
 #endif
@@ -70,21 +80,21 @@ void WeightMatrix::dequantize_row(int64_t r, float* dst) const {
   kernels::dequantize_row(type_, row(r), dst, cols_);
 }
 
-namespace {
-
-std::atomic<bool> g_gemm_enabled{true};
-
-// Whether this call runs the register-blocked AVX-512 kernel, which reads MatmulArgs::xdv/xs_t.
-bool uses_gemm_layout(WeightFamily family, int64_t m, int64_t cols) {
-#if !defined(TESSERA_FORCE_SCALAR)
-  return family == WeightFamily::kBlock32 && m > 1 && cols <= avx512::kGemmMaxCols &&
-         isa_level() >= IsaLevel::kAvx512 &&
-         cpu_features().avx512vnni && g_gemm_enabled.load(std::memory_order_relaxed);
-#else
-  (void)family, (void)m, (void)cols;
-  return false;
-#endif
+void WeightMatrix::pack() {
+  if (!packable(type_) || packed_ || rows_ == 0) return;
+  const size_t bytes = packed_bytes(type_, rows_, cols_);
+  auto* buffer = static_cast<uint8_t*>(::operator new(bytes, std::align_val_t{64}));
+  pack_weights(type_, data_, rows_, cols_, buffer);
+  packed_ = std::shared_ptr<const uint8_t>(buffer, [](const uint8_t* p) {
+    ::operator delete(const_cast<uint8_t*>(p), std::align_val_t{64});
+  });
 }
+
+void WeightMatrix::pack_if_useful() {
+  if (packed_kernels_available()) pack();
+}
+
+namespace {
 
 // Quantizes x into the calling thread's scratch (rows in parallel when m > 1) and points a's
 // activation fields at it. Float weights read x directly.
@@ -97,6 +107,7 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   int8_t* xq = grow(scratch.xq, m * cols);
   float* xd = grow(scratch.xd, m * cols / kQk);
   float* xs = grow(scratch.xs, m * cols / kQk);
+  int32_t* xsum = grow(scratch.xsum, m * cols / kQk);
   int32_t* xbsums = grow(scratch.xbsums, family == WeightFamily::kSuperBlock256 ? m * cols / 16 : 1);
   const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
   const DType type = a.type;
@@ -107,35 +118,18 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
 #if !defined(TESSERA_FORCE_SCALAR)
     if (isa_level() >= IsaLevel::kAvx2) {
       avx2::quantize_activations(x + i0 * cols, (i1 - i0) * nb, block, xq + i0 * cols,
-                                 xd + i0 * nb, xs + i0 * nb, bsums);
+                                 xd + i0 * nb, xs + i0 * nb, xsum + i0 * nb, bsums);
       return;
     }
 #endif
     quantize_activations(type, x + i0 * cols, i1 - i0, cols, xq + i0 * cols, xd + i0 * nb,
-                         xs + i0 * nb, bsums);
+                         xs + i0 * nb, xsum + i0 * nb, bsums);
   });
   a.xq = xq;
   a.xd = xd;
   a.xs = xs;
+  a.xsum = xsum;
   a.xbsums = xbsums;
-  if (!uses_gemm_layout(family, m, cols)) return;
-  // xdv: each block scale 8 times (the fma lanes of its block); xs_t: xs with blocks as rows, so
-  // a vector load gives one block's xs for 16 consecutive activation rows (zero past row m).
-  const int64_t nb = cols / kQk, ld = m + 16;
-  float* xdv = grow(scratch.xdv, m * nb * 8);
-  float* xs_t = grow(scratch.xs_t, nb * ld);
-  for (int64_t b = 0; b < nb; ++b) std::fill(xs_t + b * ld + m, xs_t + (b + 1) * ld, 0.0f);
-  pool.for_chunks(m, std::max<int64_t>(1, m / (4 * pool.num_threads())), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      for (int64_t b = 0; b < nb; ++b) {
-        std::fill_n(xdv + (i * nb + b) * 8, 8, xd[i * nb + b]);
-        xs_t[b * ld + i] = xs[i * nb + b];
-      }
-    }
-  });
-  a.xdv = xdv;
-  a.xs_t = xs_t;
-  a.ld_xs_t = ld;
 }
 
 MatmulArgs make_args(const WeightMatrix& w, const float* x, int64_t m, float* y) {
@@ -148,6 +142,7 @@ MatmulArgs make_args(const WeightMatrix& w, const float* x, int64_t m, float* y)
   a.m = m;
   a.x = x;
   a.y = y;
+  a.packed = w.packed();
   return a;
 }
 
@@ -170,7 +165,7 @@ int64_t row_chunk(int64_t rows, const ThreadPool& pool) {
 
 }  // namespace
 
-void set_matmul_gemm_enabled(bool enabled) { g_gemm_enabled.store(enabled, std::memory_order_relaxed); }
+void set_matmul_packed_enabled(bool enabled) { g_packed_enabled.store(enabled, std::memory_order_relaxed); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
   if (m <= 0 || w.rows() == 0) return;
@@ -206,7 +201,7 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
   prepare_activations(args[0], pool);
   for (size_t k = 1; k < outs.size(); ++k) {
     args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
-    args[k].xdv = args[0].xdv, args[k].xs_t = args[0].xs_t, args[k].ld_xs_t = args[0].ld_xs_t;
+    args[k].xsum = args[0].xsum;
   }
   const size_t n = outs.size();
   auto rows = [&](int64_t r0, int64_t r1) {

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "util/dtype.h"
@@ -38,12 +39,21 @@ class WeightMatrix {
   // dst: [cols] (embedding lookup).
   void dequantize_row(int64_t r, float* dst) const;
 
+  // The row-interleaved copy the AVX-512 kernels read (matmul_pack.h), or null. pack() makes it
+  // (32-block types; one more copy of the weights in memory, the GGUF view stays for the embedding
+  // lookup and the other ISA paths); copies of this WeightMatrix share it. pack_if_useful() packs
+  // only where this CPU runs the packed kernels (AVX-512 VNNI): what the model loader calls.
+  void pack();
+  void pack_if_useful();
+  const uint8_t* packed() const { return packed_.get(); }
+
  private:
   DType type_ = DType::F32;
   const uint8_t* data_ = nullptr;  // rows x row_bytes_
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   size_t row_bytes_ = 0;           // dtype_row_bytes(type_, cols_)
+  std::shared_ptr<const uint8_t> packed_;  // packed_bytes(type_, rows_, cols_), 64-byte aligned
 };
 
 // y[i][r] = sum_c x[i][c] * W[r][c];  x: [m][cols] f32 row-major; y: [m][rows] f32.
@@ -66,10 +76,10 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
 // it saves. Which thread computes a row never changes its bits.
 inline constexpr int64_t kMatmulInlineBytes = int64_t{96} << 10;
 
-// Whether m > 1 calls over 32-block weights use the register-blocked AVX-512 kernel (default on)
-// or the row-at-a-time tiled kernel. The same bits either way; for tests and the before/after
-// columns of bench_matmul. Process-wide (a relaxed atomic), like set_isa_level.
-void set_matmul_gemm_enabled(bool enabled);
+// Whether packed weights are read by the packed AVX-512 kernel (default on) or ignored (the AVX2
+// kernel on the GGUF layout runs instead). The same bits either way; for the before/after columns
+// of bench_matmul. Process-wide (a relaxed atomic), like set_isa_level.
+void set_matmul_packed_enabled(bool enabled);
 
 // The scalar twin: same activation quantization, same reduction order, one thread.
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y);

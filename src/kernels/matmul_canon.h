@@ -4,10 +4,12 @@
 //   amax = max|x|, d = amax / 127, q = round-half-even(x * (127 / amax)) (0 when amax = 0),
 //   s = d * sum(q) (32-blocks), bsums = sums of q per 16 (K-quants).
 // Reduction of one output element y[i][r] (all paths do exactly these float operations):
-//   32-block weights: per block b, 8 exact int32 lane sums isum[k] = sum_{j=4k..4k+3} wq[j]*xq[j]
-//     (wq = the weight's integer: q-8, q, q-16, q, q for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0);
-//     acc[8*(b&1) + k] = fma(float(isum[k]), dw*dx, acc[...]); for Q4_1/Q5_1 also
-//     msum[b&1] = fma(mw, s_x, msum[b&1]). y = reduce16(acc) + (msum[0] + msum[1]).
+//   32-block weights: y = 0; per block b in ascending order, the exact int32 dot
+//     isum = sum_{j<32} wq[j]*xq[j] (wq = the weight's integer: q-8, q, q-16, q, q for Q4_0, Q4_1,
+//     Q5_0, Q5_1, Q8_0), then y = fma(float(isum), dw*dx, y) and, for Q4_1/Q5_1, y = fma(mw, s_x, y).
+//     One float chain per output and no lane structure: a kernel may compute the integer dot in
+//     any order and any layout, so the AVX-512 kernels read weights repacked with one output row
+//     per vpdpbusd lane (matmul_pack.h) and one fma serves 16 outputs.
 //   float weights: acc[c % 16] = fma(w[c], x[c], acc[c % 16]) for c ascending; y = reduce16(acc).
 //   K-quants: per super-block exact int32 isum = sum_j scale_j * dot_j and msum = sum_j min_j *
 //     xsum_j; y = fma(float(isum), d*dx, y); y = fma(-float(msum), dmin*dx, y), blocks ascending.
@@ -34,10 +36,9 @@ struct MatmulArgs {
   const float* xd = nullptr;        // [m][cols / act_block] activation scales
   const float* xs = nullptr;        // [m][cols / 32] d * sum(q) (32-block types)
   const int32_t* xbsums = nullptr;  // [m][cols / 16] sums of q per 16 (K-quants)
-  // Layouts for the register-blocked m > 1 kernel (32-block weights, AVX-512), else null:
-  const float* xdv = nullptr;       // [m][cols / 32][8] xd, each repeated 8 times
-  const float* xs_t = nullptr;      // [cols / 32][ld_xs_t] xs transposed; lanes m..m+15 zero
-  int64_t ld_xs_t = 0;              // m + 16
+  const int32_t* xsum = nullptr;    // [m][cols / 32] sum(q) per 32-block (32-block types)
+  // The weights repacked for the AVX-512 kernels (matmul_pack.h), or null: groups of 16 rows.
+  const uint8_t* packed = nullptr;
   float* y = nullptr;               // [m][rows]
 };
 
@@ -59,9 +60,10 @@ inline float reduce16(const float a[16]) {
   return u[0] + u[1];
 }
 
-// Quantizes m rows of x for weights of type `type` into xq/xd/xs/xbsums (shapes as MatmulArgs).
+// Quantizes m rows of x for weights of type `type` into xq/xd/xs/xsum/xbsums (shapes as
+// MatmulArgs; xs and xsum for 32-blocks, xbsums for 256-blocks).
 void quantize_activations(DType type, const float* x, int64_t m, int64_t cols, int8_t* xq,
-                          float* xd, float* xs, int32_t* xbsums);
+                          float* xd, float* xs, int32_t* xsum, int32_t* xbsums);
 
 // Computes y[i][r] for all i < m and r in [r_begin, r_end). Scalar, the canonical definition.
 void matmul_rows_ref(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
@@ -71,14 +73,10 @@ namespace avx2 {
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 namespace avx512 {
+// Float weights (F32/F16/BF16) and, given MatmulArgs::packed, the 32-block types
+// (x86/matmul_packed_avx512.cpp); false otherwise.
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
-// The register-blocked m > 1 kernel (x86/matmul_gemm_avx512.cpp); false unless a is 32-block
-// weights with cols <= kGemmMaxCols and xdv and xs_t set.
-bool gemm_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
-// Wider rows do not fit a 16-row activation tile (2 x cols bytes per row) in L1; with 8-row tiles
-// the kernel measured 0.95-0.99x of the tiled one at cols 1536 (bench_matmul, 1 thread, CPU time)
-// and 0.76-0.96x at cols 5632 (1.1B shape), so wider rows keep the tiled kernel.
-inline constexpr int64_t kGemmMaxCols = 1024;
+bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 
 }  // namespace tessera::kernels

@@ -73,22 +73,17 @@ float dot_block32(const MatmulArgs& a, const uint8_t* wrow, int64_t i) {
   const int8_t* xq = a.xq + i * a.cols;
   const float* xd = a.xd + i * num_blocks;
   const float* xs = a.xs + i * num_blocks;
-  float acc[16] = {};
-  float msum[2] = {0.0f, 0.0f};
+  float y = 0.0f;
   for (int64_t b = 0; b < num_blocks; ++b) {
     int8_t wq[32];
     float dw, mw;
     unpack_block32(a.type, wrow + b * block_bytes, wq, &dw, &mw);
-    const float scale = dw * xd[b];
-    const int p = static_cast<int>(b & 1);
-    for (int k = 0; k < 8; ++k) {
-      int32_t isum = 0;
-      for (int j = 4 * k; j < 4 * k + 4; ++j) isum += int32_t{wq[j]} * int32_t{xq[b * kQk + j]};
-      acc[8 * p + k] = std::fma(static_cast<float>(isum), scale, acc[8 * p + k]);
-    }
-    if (weight_has_min(a.type)) msum[p] = std::fma(mw, xs[b], msum[p]);
+    int32_t isum = 0;
+    for (int j = 0; j < kQk; ++j) isum += int32_t{wq[j]} * int32_t{xq[b * kQk + j]};
+    y = std::fma(static_cast<float>(isum), dw * xd[b], y);
+    if (weight_has_min(a.type)) y = std::fma(mw, xs[b], y);
   }
-  return reduce16(acc) + (msum[0] + msum[1]);
+  return y;
 }
 
 float dot_float(const MatmulArgs& a, const uint8_t* wrow, int64_t i) {
@@ -167,7 +162,7 @@ float dot_superblock(const MatmulArgs& a, const uint8_t* wrow, int64_t i) {
 }  // namespace
 
 void quantize_activations(DType type, const float* x, int64_t m, int64_t cols, int8_t* xq,
-                          float* xd, float* xs, int32_t* xbsums) {
+                          float* xd, float* xs, int32_t* xsum, int32_t* xbsums) {
   const WeightFamily family = weight_family(type);
   if (family == WeightFamily::kFloat) return;
   const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
@@ -188,6 +183,7 @@ void quantize_activations(DType type, const float* x, int64_t m, int64_t cols, i
     xd[b] = d;
     if (family == WeightFamily::kBlock32) {
       xs[b] = d * static_cast<float>(sum);
+      xsum[b] = sum;
     } else {
       for (int g = 0; g < kQkK / 16; ++g) {
         int32_t s = 0;
@@ -220,8 +216,8 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   const int64_t cols = w.cols();
   std::vector<int8_t> xq(static_cast<size_t>(m * cols));
   std::vector<float> xd(static_cast<size_t>(m * cols / kQk) + 1), xs(xd.size());
-  std::vector<int32_t> xbsums(static_cast<size_t>(m * cols / 16) + 1);
-  quantize_activations(w.type(), x, m, cols, xq.data(), xd.data(), xs.data(), xbsums.data());
+  std::vector<int32_t> xsum(xd.size()), xbsums(static_cast<size_t>(m * cols / 16) + 1);
+  quantize_activations(w.type(), x, m, cols, xq.data(), xd.data(), xs.data(), xsum.data(), xbsums.data());
   MatmulArgs a;
   a.type = w.type();
   a.w = w.data();
@@ -233,6 +229,7 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y) {
   a.xq = xq.data();
   a.xd = xd.data();
   a.xs = xs.data();
+  a.xsum = xsum.data();
   a.xbsums = xbsums.data();
   a.y = y;
   matmul_rows_ref(a, 0, w.rows());

@@ -7,6 +7,7 @@ set(TESSERA_QUANT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/quant.cpp
   ${CMAKE_CURRENT_LIST_DIR}/quant_ref.cpp
   ${CMAKE_CURRENT_LIST_DIR}/matmul.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/matmul_pack.cpp
   ${CMAKE_CURRENT_LIST_DIR}/matmul_ref.cpp)
 set(TESSERA_QUANT_AVX2_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/x86/ops_avx2.cpp
@@ -14,7 +15,7 @@ set(TESSERA_QUANT_AVX2_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_kquant_avx2.cpp)
 set(TESSERA_QUANT_AVX512_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_avx512.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_gemm_avx512.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_avx512.cpp)
 target_sources(tessera_kernels PRIVATE ${TESSERA_QUANT_SOURCES})
 set_property(SOURCE ${TESSERA_QUANT_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
 tessera_kernel_isa_sources(avx2 ${TESSERA_QUANT_AVX2_SOURCES})

@@ -30,7 +30,9 @@ Result<kernels::WeightMatrix> load_matrix(const gguf::GgufFile& f, const std::st
     return make_error(ErrorCode::kUnsupported, "tensor '{}': type {} is not supported for matmul",
                       name, dtype_name((*t)->type));
   }
-  return kernels::WeightMatrix::view((*t)->type, (*t)->data, rows, cols);
+  kernels::WeightMatrix w = kernels::WeightMatrix::view((*t)->type, (*t)->data, rows, cols);
+  w.pack_if_useful();
+  return w;
 }
 
 // Norm weights and biases: any float type, copied to f32.

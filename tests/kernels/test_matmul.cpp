@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_pack.h"
 #include "kernels/quant.h"
 #include "kernels/test_quant_util.h"
 #include "kernels/quant_blocks.h"
@@ -52,17 +53,21 @@ TEST(Matmul, FastMatchesRefBitForBit) {
       for (int64_t rows : {1, 3, 17, 255}) {
         const auto data = random_weights(type, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
         const WeightMatrix w = WeightMatrix::view(type, data.data(), rows, cols);
+        WeightMatrix packed = w;
+        packed.pack();  // 32-block types: the packed AVX-512 kernel where the CPU has VNNI
         for (int64_t m : {1, 2, 5, 16, 33}) {
           const auto x = random_x(m * cols, static_cast<uint32_t>(m));
           std::vector<float> ref(static_cast<size_t>(m * rows)), fast(ref.size());
           matmul_ref(w, x.data(), m, ref.data());
           for (IsaLevel level : available_levels()) {
             set_isa_level(level);
-            std::fill(fast.begin(), fast.end(), NAN);
-            matmul(w, x.data(), m, fast.data(), pool);
-            EXPECT_TRUE(same_bits(ref, fast)) << dtype_name(type) << " rows=" << rows
-                                              << " cols=" << cols << " m=" << m << " "
-                                              << isa_name(level);
+            for (const WeightMatrix* weights : {&w, static_cast<const WeightMatrix*>(&packed)}) {
+              std::fill(fast.begin(), fast.end(), NAN);
+              matmul(*weights, x.data(), m, fast.data(), pool);
+              EXPECT_TRUE(same_bits(ref, fast)) << dtype_name(type) << " rows=" << rows
+                                                << " cols=" << cols << " m=" << m << " "
+                                                << isa_name(level) << (weights == &packed ? " packed" : "");
+            }
           }
         }
       }
@@ -70,39 +75,66 @@ TEST(Matmul, FastMatchesRefBitForBit) {
   }
 }
 
-// The register-blocked m > 1 kernel against the scalar twin and against the row-at-a-time tiled
-// kernel it replaces, on the shapes that hit its edges: an odd block count (cols 96, 1056: a last
-// single block), cols past kGemmMaxCols (1056: the tiled kernel), weight rows not a multiple of the
-// 16-row chunk, m not a multiple of the 16-row tile (8, 4, 2, 1-row tiles), m past the 32-row panel.
-TEST(Matmul, RegisterBlockedMatchesRefAndTiledBitForBit) {
+// The packed AVX-512 kernel (matmul_pack.h) against the scalar twin and the AVX2 kernel on the GGUF
+// layout, on the shapes that hit its edges: an odd block count (cols 96, 1056), weight rows not a
+// multiple of the 16-row group (a zero-padded last group, masked stores), m not a multiple of the
+// 8-row tile (4, 2, 1-row tails), and row ranges that start and end inside a group (matmul_group
+// splits the fused rows of outputs of 19 and 35 rows across the pool's chunks).
+TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
   IsaRestorer restore;
   ThreadPool pool(2);
   const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
   for (DType type : types) {
+    ASSERT_TRUE(packable(type));
     for (int64_t cols : {32, 96, 576, 1056}) {
-      for (int64_t rows : {1, 19, 35}) {
-        const auto data = random_weights(type, rows, cols, static_cast<uint32_t>(rows * 5 + cols));
-        const WeightMatrix w = WeightMatrix::view(type, data.data(), rows, cols);
-        for (int64_t m : {2, 9, 15, 16, 33, 131}) {
-          const auto x = random_x(m * cols, static_cast<uint32_t>(m * 3 + 1));
-          std::vector<float> ref(static_cast<size_t>(m * rows)), gemm(ref.size()), tiled(ref.size());
-          matmul_ref(w, x.data(), m, ref.data());
-          for (IsaLevel level : available_levels()) {
-            set_isa_level(level);
-            std::fill(gemm.begin(), gemm.end(), NAN);
-            std::fill(tiled.begin(), tiled.end(), NAN);
-            matmul(w, x.data(), m, gemm.data(), pool);
-            set_matmul_gemm_enabled(false);
-            matmul(w, x.data(), m, tiled.data(), pool);
-            set_matmul_gemm_enabled(true);
-            EXPECT_TRUE(same_bits(ref, gemm)) << dtype_name(type) << " rows=" << rows << " cols="
-                                              << cols << " m=" << m << " " << isa_name(level);
-            EXPECT_TRUE(same_bits(ref, tiled)) << dtype_name(type) << " rows=" << rows << " cols="
-                                               << cols << " m=" << m << " " << isa_name(level);
+      const auto d0 = random_weights(type, 19, cols, static_cast<uint32_t>(cols + 1));
+      const auto d1 = random_weights(type, 35, cols, static_cast<uint32_t>(cols + 2));
+      WeightMatrix w0 = WeightMatrix::view(type, d0.data(), 19, cols);
+      WeightMatrix w1 = WeightMatrix::view(type, d1.data(), 35, cols);
+      const WeightMatrix unpacked0 = w0, unpacked1 = w1;
+      w0.pack();
+      w1.pack();
+      ASSERT_NE(w0.packed(), nullptr);
+      for (int64_t m : {1, 2, 9, 15, 16, 33, 131}) {
+        const auto x = random_x(m * cols, static_cast<uint32_t>(m * 3 + 1));
+        std::vector<float> ref0(static_cast<size_t>(m * 19)), ref1(static_cast<size_t>(m * 35));
+        matmul_ref(unpacked0, x.data(), m, ref0.data());
+        matmul_ref(unpacked1, x.data(), m, ref1.data());
+        for (IsaLevel level : available_levels()) {
+          set_isa_level(level);
+          for (bool use_packed : {true, false}) {
+            set_matmul_packed_enabled(use_packed);
+            std::vector<float> y0(ref0.size(), NAN), y1(ref1.size(), NAN);
+            const MatmulOut outs[] = {{&w0, y0.data()}, {&w1, y1.data()}};
+            matmul_group(outs, x.data(), m, pool);
+            set_matmul_packed_enabled(true);
+            EXPECT_TRUE(same_bits(ref0, y0) && same_bits(ref1, y1))
+                << dtype_name(type) << " cols=" << cols << " m=" << m << " " << isa_name(level)
+                << (use_packed ? " packed" : " unpacked");
           }
         }
       }
     }
+  }
+}
+
+// The layout itself, byte for byte, on one Q4_1 record: lane r of qs vector v holds row r's GGUF
+// qs bytes 4v..4v+3, then the 16 d and 16 m fields.
+TEST(Matmul, PackedLayoutOfOneQ4_1Record) {
+  const int64_t rows = 16, cols = 32;
+  std::vector<uint8_t> data(static_cast<size_t>(rows) * 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  ASSERT_EQ(packed_bytes(DType::Q4_1, rows, cols), 320u);
+  std::vector<uint8_t> p(320);
+  pack_weights(DType::Q4_1, data.data(), rows, cols, p.data());
+  for (int v = 0; v < 4; ++v) {
+    for (int r = 0; r < 16; ++r) {
+      for (int t = 0; t < 4; ++t) EXPECT_EQ(p[64 * v + 4 * r + t], data[20 * r + 4 + 4 * v + t]);
+    }
+  }
+  for (int r = 0; r < 16; ++r) {
+    EXPECT_EQ(p[256 + 2 * r], data[20 * r]);          // d, low byte
+    EXPECT_EQ(p[256 + 32 + 2 * r + 1], data[20 * r + 3]);  // m, high byte
   }
 }
 

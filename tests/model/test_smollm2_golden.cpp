@@ -22,8 +22,16 @@ const std::string kGolden = TESSERA_PROJECT_TESTDATA_DIR "/smollm2_greedy.json";
 constexpr float kMaxRelativeLogitDiffQ4_1 = 0.05f;
 // Where greedy paths part, each choice must be in the other engine's top kTopK.
 constexpr int kTopK = 5;
-// Prompts that must match llama.cpp over all 48 tokens (7 of the 16 do at this commit).
-constexpr int kMinFullMatches = 5;
+// Prompts that must match llama.cpp over all 48 tokens. 4 of the 16 do at this commit; the
+// lane-wise float order used before the packed kernels (16 lanes per output, close to llama.cpp's
+// own 8 lanes per block) gave 7. The partings sit on llama.cpp top-2 gaps of 0.005-0.23 logits:
+// which near-tie falls which way is rounding, so the teacher-forced test below is the real guard.
+constexpr int kMinFullMatches = 4;
+// Teacher-forced positions (of 768) where our argmax must be llama.cpp's token (748 at this commit,
+// 754 with the lane-wise order), and the top-2 gap (logits) above which every position must agree
+// (the lane-wise order missed one, a gap of 0.72).
+constexpr int kMinTeacherForcedAgree = 740;
+constexpr float kDecisiveGap = 0.5f;
 
 nlohmann::json load_cases() {
   std::ifstream in(kGolden);
@@ -69,6 +77,32 @@ TEST(SmolLM2Golden, GreedyMatchesLlamaCpp) {
   EXPECT_GE(num_full_plain + num_full_chat, kMinFullMatches);
   EXPECT_GE(num_full_plain, 2);
   EXPECT_GE(num_full_chat, 2);
+}
+
+// Teacher-forced: feed llama.cpp's own greedy tokens and count the positions where our argmax is
+// its next token (16 prompts x 48 positions). Unlike the free-running count above, one near-tie
+// does not decide a whole prompt, so this is the steadier measure of agreement. Positions where
+// llama.cpp's top-2 gap exceeds kDecisiveGap must all agree.
+TEST(SmolLM2Golden, TeacherForcedAgreement) {
+  auto model = LlamaModel::load(kModel);
+  ASSERT_TRUE(model.ok()) << model.error().message << " (run scripts/setup.sh)";
+  int agree = 0, total = 0;
+  for (const auto& c : load_cases()) {
+    const auto name = c.at("name").get<std::string>();
+    const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+    const auto expected = c.at("greedy_ids").get<std::vector<int32_t>>();
+    const auto gaps = c.at("top2_gaps").get<std::vector<float>>();
+    testing::SingleSequence seq(**model, 256, 16, 2, kernels::KvDType::kF16);
+    std::vector<float> logits = seq.feed(prompt);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const bool same = testing::argmax(logits) == expected[i];
+      agree += same ? 1 : 0, total += 1;
+      EXPECT_TRUE(same || gaps[i] < kDecisiveGap) << name << " at " << i << ": llama.cpp's gap " << gaps[i];
+      logits = seq.feed({expected[i]});
+    }
+  }
+  std::printf("teacher-forced agreement with llama.cpp: %d of %d positions\n", agree, total);
+  EXPECT_GE(agree, kMinTeacherForcedAgree);
 }
 
 TEST(SmolLM2Golden, FastLogitsMatchReference) {

@@ -1,8 +1,8 @@
-// AVX2 matmul kernels, the same scheme as matmul_avx512.cpp on 256-bit registers: one block per
-// step, int32 lanes from maddubs + madd (weights as unsigned bytes, the sign moved onto the
-// activations for signed types), and two accumulators per output (even blocks, odd blocks) so
-// the float reduction is the canonical one of matmul_canon.h. Float weights: two 8-lane
-// accumulators (columns c % 16 < 8 and >= 8). K-quants: x86/matmul_kquant_avx2.cpp.
+// AVX2 matmul kernels on the GGUF layout. 32-block weights: 8 weight rows at a time; per block and
+// row the int32 lanes of maddubs + madd (weights as unsigned bytes, the sign moved onto the
+// activations for signed types) are summed across lanes into one vector of 8 row dots, and one
+// fma per block advances the 8 outputs' canonical float chains (matmul_canon.h). Float weights:
+// two 8-lane accumulators (columns c % 16 < 8 and >= 8). K-quants: x86/matmul_kquant_avx2.cpp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -71,107 +71,64 @@ inline __m256i unpack(const uint8_t* w, float* dw, float* mw) {
   }
 }
 
-// [d0, d1, m0, m1] of two blocks (m = 0 for types without a minimum): every block starts with its
-// fp16 d, the _1 types follow it with m.
-template <DType T>
-inline __m128 load_dm(const uint8_t* w0, const uint8_t* w1) {
-  uint16_t h[4];
-  __builtin_memcpy(&h[0], w0, 2);
-  __builtin_memcpy(&h[1], w1, 2);
-  if constexpr (T == DType::Q4_1 || T == DType::Q5_1) {
-    __builtin_memcpy(&h[2], w0 + 2, 2);
-    __builtin_memcpy(&h[3], w1 + 2, 2);
-  } else {
-    h[2] = h[3] = 0;
-  }
-  uint64_t bits;
-  __builtin_memcpy(&bits, h, 8);
-  return _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(bits)));
+// Lane k = the sum of v[k]'s 8 lanes (exact integer adds, so any order gives the canonical isum).
+inline __m256i reduce8x8(const __m256i v[8]) {
+  const __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  // h0123 = [rows 0..3, elements 0..3 | rows 0..3, elements 4..7]; the same for rows 4..7.
+  return _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
 }
 
+// The fp16 field at byte `offset` of block b of each of 8 rows, as floats (lane k = row k).
+inline __m256 load_field8(const uint8_t* const w[8], size_t offset) {
+  alignas(16) uint16_t h[8];
+  for (int k = 0; k < 8; ++k) __builtin_memcpy(&h[k], w[k] + offset, 2);
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+// y[i0 + j][r0 + k] for j < R, k < 8 (rows past r_end are computed from a repeated valid row and
+// not stored). Canonical order: per output one float chain over blocks; 8 outputs (lane k = weight
+// row k) share each fma.
 template <DType T, int R>
-void block32_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i0) {
+void block32_rows(const MatmulArgs& a, int64_t r0, int64_t r_end, int64_t i0) {
   constexpr bool kSigned = signed_weights(T);
   constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
   const size_t block_bytes = dtype_block_bytes(T);
-  const int64_t nb = a.cols / kQk;
+  const int64_t nb = a.cols / kQk, num_rows = std::min<int64_t>(8, r_end - r0);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  const int8_t* xq[R];
-  const float* xd[R];
-  const float* xs[R];
-  for (int j = 0; j < R; ++j) {
-    xq[j] = a.xq + (i0 + j) * a.cols;
-    xd[j] = a.xd + (i0 + j) * nb;
-    xs[j] = a.xs + (i0 + j) * nb;
+  const uint8_t* w[8];
+  for (int k = 0; k < 8; ++k) w[k] = a.w + static_cast<size_t>(r0 + std::min<int64_t>(k, num_rows - 1)) * a.row_bytes;
+  __m256 y[R];
+  for (int j = 0; j < R; ++j) y[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t off = static_cast<size_t>(b) * block_bytes;
+    const __m256 dw = load_field8(w, off);
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (kMin) mw = load_field8(w, off + 2);
+    for (int j = 0; j < R; ++j) {
+      const int8_t* xb = a.xq + (i0 + j) * a.cols + b * kQk;
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
+      __m256i lanes[8];
+      for (int k = 0; k < 8; ++k) {
+        float unused_d, unused_m;
+        __m256i wq = unpack<T>(w[k] + off, &unused_d, &unused_m);
+        __m256i x = xv;
+        if constexpr (kSigned) {  // maddubs wants unsigned weights: move the sign onto x
+          x = _mm256_sign_epi8(xv, wq);
+          wq = _mm256_sign_epi8(wq, wq);
+        }
+        lanes[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x), ones16);
+      }
+      const float dx = a.xd[(i0 + j) * nb + b];
+      y[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8x8(lanes)), _mm256_mul_ps(dw, _mm256_set1_ps(dx)), y[j]);
+      if constexpr (kMin) y[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.xs[(i0 + j) * nb + b]), y[j]);
+    }
   }
-  for (int64_t r = r_begin; r < r_end; ++r) {
-    const uint8_t* wrow = a.w + static_cast<size_t>(r) * a.row_bytes;
-    __m256 acc[R][2];  // even blocks, odd blocks
-    __m128 msum[R];    // lanes 2, 3: the canonical msum[0] (even blocks), msum[1] (odd blocks)
-    for (int j = 0; j < R; ++j) {
-      acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-      msum[j] = _mm_setzero_ps();
-    }
-    const __m256i lane1 = _mm256_set1_epi32(1);
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      const uint8_t* w0 = wrow + b * block_bytes;
-      // Stream the row kPrefetchRows ahead into L2 (m = 1 over a large matrix is a DRAM read).
-      _mm_prefetch(reinterpret_cast<const char*>(w0 + kPrefetchRows * a.row_bytes), _MM_HINT_T1);
-      const __m128 dm = load_dm<T>(w0, w0 + block_bytes);
-      float unused_d, unused_m;
-      __m256i wq0 = unpack<T>(w0, &unused_d, &unused_m);
-      __m256i wq1 = unpack<T>(w0 + block_bytes, &unused_d, &unused_m);
-      const __m256i ws0 = wq0, ws1 = wq1;
-      if constexpr (kSigned) {
-        wq0 = _mm256_sign_epi8(wq0, wq0);
-        wq1 = _mm256_sign_epi8(wq1, wq1);
-      }
-      for (int j = 0; j < R; ++j) {
-        __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[j] + b * kQk));
-        __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[j] + b * kQk + kQk));
-        if constexpr (kSigned) {
-          x0 = _mm256_sign_epi8(x0, ws0);
-          x1 = _mm256_sign_epi8(x1, ws1);
-        }
-        const __m256i i0 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq0, x0), ones16);
-        const __m256i i1 = _mm256_madd_epi16(_mm256_maddubs_epi16(wq1, x1), ones16);
-        // [xd0, xd1, xs0, xs1]: lanes 0,1 give the block scales dw*dx, lanes 2,3 the min terms.
-        __m128 xds = _mm_castsi128_ps(_mm_loadu_si64(xd[j] + b));
-        if constexpr (kMin) {
-          xds = _mm_movelh_ps(xds, _mm_castsi128_ps(_mm_loadu_si64(xs[j] + b)));
-          msum[j] = _mm_fmadd_ps(dm, xds, msum[j]);
-        }
-        const __m256 s2 = _mm256_castps128_ps256(_mm_mul_ps(dm, xds));
-        acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_broadcastss_ps(_mm256_castps256_ps128(s2)), acc[j][0]);
-        acc[j][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_permutevar8x32_ps(s2, lane1), acc[j][1]);
-      }
-    }
-    if (b < nb) {  // a last even block
-      float dw = 0.0f, mw = 0.0f;
-      __m256i wq = unpack<T>(wrow + b * block_bytes, &dw, &mw);
-      const __m256i wsign = wq;
-      if constexpr (kSigned) wq = _mm256_sign_epi8(wq, wq);
-      for (int j = 0; j < R; ++j) {
-        __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[j] + b * kQk));
-        if constexpr (kSigned) xv = _mm256_sign_epi8(xv, wsign);
-        const __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones16);
-        acc[j][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dw * xd[j][b]), acc[j][0]);
-        if constexpr (kMin) {  // lane 2 only: the even-block msum
-          const __m128 t = _mm_fmadd_ss(_mm_set_ss(mw), _mm_set_ss(xs[j][b]), _mm_movehl_ps(msum[j], msum[j]));
-          msum[j] = _mm_insert_ps(msum[j], t, 0x20);
-        }
-      }
-    }
-    for (int j = 0; j < R; ++j) {
-      float v = hsum_canonical(acc[j][0], acc[j][1]);
-      if constexpr (kMin) {
-        const float m0 = _mm_cvtss_f32(_mm_movehl_ps(msum[j], msum[j]));
-        const float m1 = _mm_cvtss_f32(_mm_shuffle_ps(msum[j], msum[j], 3));
-        v = v + (m0 + m1);
-      }
-      a.y[(i0 + j) * a.rows + r] = v;
-    }
+  for (int j = 0; j < R; ++j) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, y[j]);
+    for (int64_t k = 0; k < num_rows; ++k) a.y[(i0 + j) * a.rows + r0 + k] = out[k];
   }
 }
 
@@ -208,26 +165,31 @@ void float_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i0)
   }
 }
 
-// Weight rows in chunks of kRowChunk (they stay in L1) against every tile of activation rows.
-template <DType T, bool kFloat>
-void tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
+// Float weights: chunks of kRowChunk weight rows (they stay in L1) against every tile of activation
+// rows.
+template <DType T>
+void float_tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowChunk) {
     const int64_t r1 = std::min(r_end, r0 + kRowChunk);
     int64_t i0 = 0;
-    for (; i0 + kTile <= a.m; i0 += kTile) {
-      if constexpr (kFloat) float_rows<T, kTile>(a, r0, r1, i0);
-      else block32_rows<T, kTile>(a, r0, r1, i0);
-    }
+    for (; i0 + kTile <= a.m; i0 += kTile) float_rows<T, kTile>(a, r0, r1, i0);
     const int64_t left = a.m - i0;
-    if constexpr (kFloat) {
-      if (left == 3) float_rows<T, 3>(a, r0, r1, i0);
-      if (left == 2) float_rows<T, 2>(a, r0, r1, i0);
-      if (left == 1) float_rows<T, 1>(a, r0, r1, i0);
-    } else {
-      if (left == 3) block32_rows<T, 3>(a, r0, r1, i0);
-      if (left == 2) block32_rows<T, 2>(a, r0, r1, i0);
-      if (left == 1) block32_rows<T, 1>(a, r0, r1, i0);
-    }
+    if (left == 3) float_rows<T, 3>(a, r0, r1, i0);
+    if (left == 2) float_rows<T, 2>(a, r0, r1, i0);
+    if (left == 1) float_rows<T, 1>(a, r0, r1, i0);
+  }
+}
+
+// 32-block weights: groups of 8 weight rows against every tile of activation rows.
+template <DType T>
+void block32_tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += 8) {
+    int64_t i0 = 0;
+    for (; i0 + kTile <= a.m; i0 += kTile) block32_rows<T, kTile>(a, r0, r_end, i0);
+    const int64_t left = a.m - i0;
+    if (left == 3) block32_rows<T, 3>(a, r0, r_end, i0);
+    if (left == 2) block32_rows<T, 2>(a, r0, r_end, i0);
+    if (left == 1) block32_rows<T, 1>(a, r0, r_end, i0);
   }
 }
 
@@ -236,14 +198,14 @@ void tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   const bool cols16 = a.cols % 16 == 0;
   switch (a.type) {
-    case DType::Q4_0: tiles<DType::Q4_0, false>(a, r_begin, r_end); return true;
-    case DType::Q4_1: tiles<DType::Q4_1, false>(a, r_begin, r_end); return true;
-    case DType::Q5_0: tiles<DType::Q5_0, false>(a, r_begin, r_end); return true;
-    case DType::Q5_1: tiles<DType::Q5_1, false>(a, r_begin, r_end); return true;
-    case DType::Q8_0: tiles<DType::Q8_0, false>(a, r_begin, r_end); return true;
-    case DType::F32: if (!cols16) return false; tiles<DType::F32, true>(a, r_begin, r_end); return true;
-    case DType::F16: if (!cols16) return false; tiles<DType::F16, true>(a, r_begin, r_end); return true;
-    case DType::BF16: if (!cols16) return false; tiles<DType::BF16, true>(a, r_begin, r_end); return true;
+    case DType::Q4_0: block32_tiles<DType::Q4_0>(a, r_begin, r_end); return true;
+    case DType::Q4_1: block32_tiles<DType::Q4_1>(a, r_begin, r_end); return true;
+    case DType::Q5_0: block32_tiles<DType::Q5_0>(a, r_begin, r_end); return true;
+    case DType::Q5_1: block32_tiles<DType::Q5_1>(a, r_begin, r_end); return true;
+    case DType::Q8_0: block32_tiles<DType::Q8_0>(a, r_begin, r_end); return true;
+    case DType::F32: if (!cols16) return false; float_tiles<DType::F32>(a, r_begin, r_end); return true;
+    case DType::F16: if (!cols16) return false; float_tiles<DType::F16>(a, r_begin, r_end); return true;
+    case DType::BF16: if (!cols16) return false; float_tiles<DType::BF16>(a, r_begin, r_end); return true;
     default: return matmul_rows_kquant(a, r_begin, r_end);
   }
 }

@@ -88,7 +88,7 @@ bool dequantize_row(DType type, const void* src, float* dst, int64_t n) {
 }
 
 void quantize_activations(const float* x, int64_t num_blocks, int64_t block, int8_t* xq,
-                          float* xd, float* xs, int32_t* xbsums) {
+                          float* xd, float* xs, int32_t* xsum, int32_t* xbsums) {
   const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int64_t b = 0; b < num_blocks; ++b) {
     const float* xb = x + b * block;
@@ -123,7 +123,8 @@ void quantize_activations(const float* x, int64_t num_blocks, int64_t block, int
       __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
       s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
       s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-      xs[b] = d * static_cast<float>(_mm_cvtsi128_si32(s4));
+      xsum[b] = _mm_cvtsi128_si32(s4);
+      xs[b] = d * static_cast<float>(xsum[b]);
     } else {
       for (int g = 0; g < kQkK / 16; ++g) {
         int32_t s = 0;

@@ -10,8 +10,8 @@ namespace tessera::kernels::avx2 {
 bool dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // Same contract and bits as kernels::quantize_activations (matmul_canon.h): blocks of `block`
-// (32 or 256) elements; xs written for 32-blocks, xbsums (per 16) for 256-blocks.
+// (32 or 256) elements; xs and xsum written for 32-blocks, xbsums (per 16) for 256-blocks.
 void quantize_activations(const float* x, int64_t num_blocks, int64_t block, int8_t* xq,
-                          float* xd, float* xs, int32_t* xbsums);
+                          float* xd, float* xs, int32_t* xsum, int32_t* xbsums);
 
 }  // namespace tessera::kernels::avx2

@@ -1,0 +1,41 @@
+// Internal: the repacked layout of 32-block weights read by the AVX-512 kernels
+// (x86/matmul_packed_avx512.cpp). The canonical order (matmul_canon.h) needs, per output row and
+// block, one exact int32 dot; with rows interleaved so that lane r of a 512-bit vector holds 4
+// consecutive weights of row r, one vpdpbusd with a broadcast activation dword advances 16 outputs
+// at once and no horizontal sum is ever needed.
+//
+// Rows are taken in groups of kPackRows = 16 (the last group zero-padded). A group is a run of
+// cols / 32 block records; record (g, b) holds block b of the group's 16 rows, 16 x the GGUF block
+// size in bytes:
+//   Q4_0, Q4_1, Q5_0, Q5_1: qs[4][16][4]: qs[v][r][t] = byte 4v + t of row r's GGUF qs, i.e. low
+//     nibble = element 4v + t, high nibble = element 16 + 4v + t (weights as unsigned 0..15);
+//   Q5_0, Q5_1 then qh[8] (uint64): bit 4r + t of qh[2v + h] = the fifth bit of element
+//     16h + 4v + t of row r;
+//   Q8_0: qs[8][16][4]: qs[q][r][t] = element 4q + t of row r, plus 128 (unsigned);
+//   then d[16] (fp16), and for Q4_1, Q5_1 m[16] (fp16).
+// Unsigned weights make vpdpbusd (u8 x s8) exact; the offset comes back as an integer:
+// dot(q - o, x) = dot(q, x) - o * sum(x), o = 8, 16, 128 for Q4_0, Q5_0, Q8_0.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "util/dtype.h"
+
+namespace tessera::kernels {
+
+inline constexpr int64_t kPackRows = 16;
+
+// Whether `type` has a packed layout (the 32-block types).
+bool packable(DType type);
+// Integer offset o of the packed unsigned weights (see above).
+constexpr int32_t packed_weight_offset(DType type) {
+  return type == DType::Q4_0 ? 8 : type == DType::Q5_0 ? 16 : type == DType::Q8_0 ? 128 : 0;
+}
+// Bytes of one record: 16 rows x one block.
+size_t packed_record_bytes(DType type);
+// Bytes of the packed copy of a [rows][cols] weight.
+size_t packed_bytes(DType type, int64_t rows, int64_t cols);
+// src: [rows][cols] in GGUF blocks; dst: packed_bytes(type, rows, cols) bytes.
+void pack_weights(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
+
+}  // namespace tessera::kernels
