@@ -23,16 +23,24 @@ namespace tessera::kernels {
 
 enum class KvDType { kF32, kF16 };
 
-// One layer's paged K and V storage.
+// One layer's paged K and V storage. K is transposed within each block, so the attention's K tile
+// (head_dim rows of consecutive keys, attention_internal.h) is read as contiguous runs instead of
+// being transposed from key rows at every step; a block is still one contiguous range of both.
 struct KvLayer {
-  void* k = nullptr;       // [num_blocks][block_size][num_kv_heads][head_dim] of dtype
-  void* v = nullptr;       // same shape
+  void* k = nullptr;       // [num_blocks][num_kv_heads][head_dim][block_size] of dtype (k_offset)
+  void* v = nullptr;       // [num_blocks][block_size][num_kv_heads][head_dim] of dtype
   KvDType dtype = KvDType::kF32;
   int32_t num_blocks = 0;
   int32_t block_size = 0;    // tokens per block
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
 };
+
+// Element offset in KvLayer::k of dimension 0 of the key in slot `in_block` of `block`, head
+// kv_head; dimension d is d * block_size elements further.
+inline int64_t k_offset(const KvLayer& kv, int64_t block, int32_t in_block, int32_t kv_head) {
+  return (block * kv.num_kv_heads + kv_head) * int64_t{kv.head_dim} * kv.block_size + in_block;
+}
 
 // CSR over the sequences of one batch, built once per step.
 struct AttnMetadata {

@@ -5,6 +5,7 @@
 // Invariant (batch invariance): every function below computes each row independently with an
 // operation order fixed by (head_dim, n) alone, so grouping rows differently never changes bits.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/attention.h"
@@ -34,7 +35,21 @@ struct TileKernels {
                  float* state);
 };
 
-// Walks the element offsets of consecutive keys of one KV head through the block table: one
+// Calls f(block, in_block, j, run) for each run of consecutive keys of [key_begin, key_begin + n)
+// that share a block: tile keys j .. j + run - 1 sit in slots in_block .. in_block + run - 1 of
+// `block` (so K dimension d of the run is contiguous, see k_offset).
+template <typename F>
+inline void for_key_runs(const KvLayer& kv, const int32_t* blocks, int32_t key_begin, int32_t n, F&& f) {
+  for (int32_t j = 0; j < n;) {
+    const int32_t pos = key_begin + j;
+    const int32_t in_block = pos % kv.block_size;
+    const int32_t run = std::min(kv.block_size - in_block, n - j);
+    f(blocks[pos / kv.block_size], in_block, j, run);
+    j += run;
+  }
+}
+
+// Walks the V element offsets of consecutive keys of one KV head through the block table: one
 // division per tile instead of one per key. next() reads the block table only when it crosses
 // into the next block, so a walk never reads past the block holding its last key.
 class KeyCursor {
@@ -47,7 +62,7 @@ class KeyCursor {
         head_off_(int64_t{kv_head} * kv.head_dim) {
     offset_ = (int64_t{*blocks_} * block_size_ + in_block_) * row_ + head_off_;
   }
-  // Element offset of the current key's row of kv_head in K (and in V).
+  // Element offset of the current key's row of kv_head in V.
   int64_t offset() const { return offset_; }
   void next() {
     if (++in_block_ == block_size_) {
@@ -66,8 +81,9 @@ class KeyCursor {
   int64_t offset_;
 };
 
-// Prefetches (for reading, into all cache levels) the K and V rows of kv_head for the keys
-// [pos, pos + count) of the sequence whose block table is `blocks`.
+// Prefetches (for reading, into all cache levels) the K and V of kv_head for the keys
+// [pos, pos + count) of the sequence whose block table is `blocks`: V rows key by key, K as the
+// whole [head_dim][block_size] region of each block touched.
 inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos,
                           int32_t count) {
   // GCC deems a function whose only effects are prefetches pure and deletes its calls; the empty
@@ -82,11 +98,13 @@ inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_h
   for (int32_t j = 0; j < count; ++j) {
     if (j > 0) cur.next();
     const int64_t byte = cur.offset() * elem;
-    for (int64_t b = 0; b < row_bytes; b += 64) {  // one 64-byte line at a time
-      __builtin_prefetch(k + byte + b, 0, 3);
-      __builtin_prefetch(v + byte + b, 0, 3);
-    }
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(v + byte + b, 0, 3);
   }
+  const int64_t k_region = row_bytes * kv.block_size;
+  for_key_runs(kv, blocks, pos, count, [&](int32_t block, int32_t, int32_t, int32_t) {
+    const char* region = k + k_offset(kv, block, 0, kv_head) * elem;
+    for (int64_t b = 0; b < k_region; b += 64) __builtin_prefetch(region + b, 0, 3);
+  });
 }
 
 const TileKernels& tile_kernels_ref();

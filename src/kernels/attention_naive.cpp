@@ -11,14 +11,24 @@
 namespace tessera::kernels {
 namespace {
 
-// Key/value row `pos` of kv_head as f32 (converted into `tmp` for an f16 cache).
-const float* kv_row(const KvLayer& kv, const void* base, const int32_t* blocks, int32_t kv_head,
-                    int32_t pos, float* tmp) {
+// Value row `pos` of kv_head as f32 (converted into `tmp` for an f16 cache).
+const float* v_row(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos, float* tmp) {
   const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
   const int64_t off = (slot * kv.num_kv_heads + kv_head) * kv.head_dim;
-  if (kv.dtype == KvDType::kF32) return static_cast<const float*>(base) + off;
-  const uint16_t* h = static_cast<const uint16_t*>(base) + off;
+  if (kv.dtype == KvDType::kF32) return static_cast<const float*>(kv.v) + off;
+  const uint16_t* h = static_cast<const uint16_t*>(kv.v) + off;
   for (int32_t d = 0; d < kv.head_dim; ++d) tmp[d] = fp16_to_fp32(h[d]);
+  return tmp;
+}
+
+// Key `pos` of kv_head gathered into `tmp` as f32 (K is stored transposed within a block).
+const float* k_row(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos, float* tmp) {
+  const int64_t off = k_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
+  for (int32_t d = 0; d < kv.head_dim; ++d) {
+    const int64_t e = off + int64_t{d} * kv.block_size;
+    tmp[d] = kv.dtype == KvDType::kF32 ? static_cast<const float*>(kv.k)[e]
+                                       : fp16_to_fp32(static_cast<const uint16_t*>(kv.k)[e]);
+  }
   return tmp;
 }
 
@@ -46,15 +56,24 @@ void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const f
     TESSERA_CHECK(slot < num_slots, "slot {} out of {} slots", slot, num_slots);
     const float* ks = k + t * row;
     const float* vs = v + t * row;
+    const int64_t block = slot / kv.block_size;
+    const auto in_block = static_cast<int32_t>(slot % kv.block_size);
     if (kv.dtype == KvDType::kF32) {
-      std::copy(ks, ks + row, static_cast<float*>(kv.k) + slot * row);
       std::copy(vs, vs + row, static_cast<float*>(kv.v) + slot * row);
     } else {
-      uint16_t* kd = static_cast<uint16_t*>(kv.k) + slot * row;
       uint16_t* vd = static_cast<uint16_t*>(kv.v) + slot * row;
-      for (int64_t i = 0; i < row; ++i) {
-        kd[i] = fp32_to_fp16(ks[i]);
-        vd[i] = fp32_to_fp16(vs[i]);
+      for (int64_t i = 0; i < row; ++i) vd[i] = fp32_to_fp16(vs[i]);
+    }
+    for (int32_t h = 0; h < kv.num_kv_heads; ++h) {  // K: dimension d at stride block_size
+      const int64_t off = k_offset(kv, block, in_block, h);
+      const float* kh = ks + int64_t{h} * kv.head_dim;
+      for (int32_t d = 0; d < kv.head_dim; ++d) {
+        const int64_t e = off + int64_t{d} * kv.block_size;
+        if (kv.dtype == KvDType::kF32) {
+          static_cast<float*>(kv.k)[e] = kh[d];
+        } else {
+          static_cast<uint16_t*>(kv.k)[e] = fp32_to_fp16(kh[d]);
+        }
       }
     }
   }
@@ -85,7 +104,7 @@ void paged_attention_naive(const KvLayer& kv, const AttnMetadata& md, const floa
         const float* qi = q + (int64_t{q_begin + i} * num_heads + h) * hd;
         float* row = scores + int64_t{i} * seq_len;
         for (int32_t j = 0; j <= first_pos + i; ++j) {
-          row[j] = scale * dot(qi, kv_row(kv, kv.k, blocks, kv_head, j, k_tmp), hd);
+          row[j] = scale * dot(qi, k_row(kv, blocks, kv_head, j, k_tmp), hd);
         }
       }
       // softmax per row over its keys [0, first_pos + i].
@@ -106,7 +125,7 @@ void paged_attention_naive(const KvLayer& kv, const AttnMetadata& md, const floa
         const float* row = scores + int64_t{i} * seq_len;
         std::fill(o, o + hd, 0.0f);
         for (int32_t j = 0; j <= first_pos + i; ++j) {
-          const float* vj = kv_row(kv, kv.v, blocks, kv_head, j, v_tmp);
+          const float* vj = v_row(kv, blocks, kv_head, j, v_tmp);
           for (int32_t d = 0; d < hd; ++d) o[d] += row[j] * vj[d];
         }
       }

@@ -10,8 +10,8 @@
 namespace tessera::kernels::attn_detail {
 namespace {
 
-// Element offset of key `pos`, head kv_head, in the paged [block][offset][kv_head][d] storage.
-inline int64_t key_offset(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos) {
+// Element offset of key `pos`, head kv_head, in the paged V storage [block][offset][kv_head][d].
+inline int64_t v_offset(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos) {
   const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
   return (slot * kv.num_kv_heads + kv_head) * kv.head_dim;
 }
@@ -21,15 +21,17 @@ void load_tile_ref(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, in
                    const float** v_rows) {
   const int32_t hd = kv.head_dim;
   for (int32_t j = 0; j < n; ++j) {
-    const int64_t off = key_offset(kv, blocks, kv_head, key_begin + j);
+    const int32_t pos = key_begin + j;
+    const int64_t off = v_offset(kv, blocks, kv_head, pos);
+    const int64_t k_off = k_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
     if (kv.dtype == KvDType::kF32) {
-      const float* k = static_cast<const float*>(kv.k) + off;
-      for (int32_t d = 0; d < hd; ++d) kt[d * kTileKeys + j] = k[d];
+      const float* k = static_cast<const float*>(kv.k) + k_off;
+      for (int32_t d = 0; d < hd; ++d) kt[d * kTileKeys + j] = k[int64_t{d} * kv.block_size];
       v_rows[j] = static_cast<const float*>(kv.v) + off;
     } else {
-      const uint16_t* k = static_cast<const uint16_t*>(kv.k) + off;
+      const uint16_t* k = static_cast<const uint16_t*>(kv.k) + k_off;
       const uint16_t* v = static_cast<const uint16_t*>(kv.v) + off;
-      for (int32_t d = 0; d < hd; ++d) kt[d * kTileKeys + j] = fp16_to_fp32(k[d]);
+      for (int32_t d = 0; d < hd; ++d) kt[d * kTileKeys + j] = fp16_to_fp32(k[int64_t{d} * kv.block_size]);
       for (int32_t d = 0; d < hd; ++d) vt[j * hd + d] = fp16_to_fp32(v[d]);
       v_rows[j] = vt + j * hd;
     }

@@ -49,6 +49,15 @@ struct IsaGuard {
   ~IsaGuard() { set_isa_level(detected_isa_level()); }
 };
 
+TEST(WriteKv, KOffsetIsTheBlockTransposedLayout) {
+  KvLayer kv;
+  kv.num_kv_heads = 3, kv.head_dim = 64, kv.block_size = 16;
+  EXPECT_EQ(k_offset(kv, 0, 0, 0), 0);
+  EXPECT_EQ(k_offset(kv, 0, 5, 0), 5);             // keys of a block are adjacent
+  EXPECT_EQ(k_offset(kv, 0, 0, 1), 64 * 16);       // then head_dim rows of block_size per head
+  EXPECT_EQ(k_offset(kv, 2, 3, 1), (2 * 3 + 1) * 64 * 16 + 3);  // then blocks
+}
+
 TEST(WriteKv, PlacesRowsInTheirSlotsAndSkipsPadding) {
   for (KvDType dtype : {KvDType::kF32, KvDType::kF16}) {
     const int32_t num_kv_heads = 2, head_dim = 4, block_size = 3, num_blocks = 4;
@@ -67,9 +76,16 @@ TEST(WriteKv, PlacesRowsInTheirSlotsAndSkipsPadding) {
     md.num_tokens = 3;
     md.slot_mapping = slots;
     write_kv(kv, md, ks.data(), vs.data());
+    // V rows are [slot][head][d]; K is [block][head][d][slot in block] (k_offset), so element
+    // i = head * head_dim + d of a slot's K row sits at stride block_size.
     auto get = [&](const std::vector<uint8_t>& store, int64_t slot, int i) {
-      if (dtype == KvDType::kF32) return reinterpret_cast<const float*>(store.data())[slot * row + i];
-      return fp16_to_fp32(reinterpret_cast<const uint16_t*>(store.data())[slot * row + i]);
+      int64_t e = slot * row + i;
+      if (&store == &k) {
+        e = k_offset(kv, slot / block_size, static_cast<int32_t>(slot % block_size), i / head_dim) +
+            int64_t{i % head_dim} * block_size;
+      }
+      if (dtype == KvDType::kF32) return reinterpret_cast<const float*>(store.data())[e];
+      return fp16_to_fp32(reinterpret_cast<const uint16_t*>(store.data())[e]);
     };
     auto expect = [&](float x) { return dtype == KvDType::kF32 ? x : fp16_to_fp32(fp32_to_fp16(x)); };
     for (int i = 0; i < row; ++i) {

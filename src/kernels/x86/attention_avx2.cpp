@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C tile kernels of the flash attention (see attention_internal.h for the
 // contract). head_dim must be a multiple of 8 (other head sizes take the scalar kernels).
-// K tiles are transposed 8 keys x 8 dims at a time; scores are 2 rows x 32 keys of FMA chains over
-// d ascending; exp is a degree-7 polynomial after range reduction.
+// K tiles are read as contiguous runs of the block-transposed K (KvLayer); scores are 2 rows x 32
+// keys of FMA chains over d ascending; exp is a degree-7 polynomial after range reduction.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -38,39 +38,18 @@ inline __m256 lanes_below(int32_t count) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), idx));
 }
 
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 2; ++g) {
-    u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-    r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
-  }
-}
-
 void load_tile_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
                     int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows) {
-  const int32_t hd = kv.head_dim;
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
   const bool f16 = kv.dtype == KvDType::kF16;
   prefetch_keys(kv, blocks, kv_head, key_begin + n, prefetch_n);
-  const void* k_rows[kTileKeys];
   KeyCursor cur(kv, blocks, kv_head, key_begin);
   for (int32_t j = 0; j < n; ++j) {
     if (j > 0) cur.next();
     const int64_t off = cur.offset();
     if (!f16) {
-      k_rows[j] = static_cast<const float*>(kv.k) + off;
       v_rows[j] = static_cast<const float*>(kv.v) + off;
     } else {
-      k_rows[j] = static_cast<const uint16_t*>(kv.k) + off;
       const uint16_t* v = static_cast<const uint16_t*>(kv.v) + off;
       float* dst = vt + int64_t{j} * hd;
       for (int32_t d = 0; d < hd; d += 8) {
@@ -79,24 +58,26 @@ void load_tile_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, i
       v_rows[j] = dst;
     }
   }
-  __m256 r[8];
-  for (int32_t j0 = 0; j0 < kTileKeys; j0 += 8) {
-    for (int32_t d0 = 0; d0 < hd; d0 += 8) {
-      for (int32_t i = 0; i < 8; ++i) {
-        const int32_t j = j0 + i;
-        if (j >= n) {
-          r[i] = _mm256_setzero_ps();
-        } else if (!f16) {
-          r[i] = _mm256_loadu_ps(static_cast<const float*>(k_rows[j]) + d0);
-        } else {
-          r[i] = _mm256_cvtph_ps(_mm_loadu_si128(
-              reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(k_rows[j]) + d0)));
+  // K rows of the tile: contiguous runs of each block (K is [head_dim][block_size] per block).
+  for_key_runs(kv, blocks, key_begin, n, [&](int32_t block, int32_t in_block, int32_t j, int32_t run) {
+    const int64_t off = k_offset(kv, block, in_block, kv_head);
+    for (int32_t d = 0; d < hd; ++d) {
+      float* dst = kt + int64_t{d} * kTileKeys + j;
+      const int64_t src = off + int64_t{d} * bs;
+      int32_t c = 0;
+      if (f16) {
+        const uint16_t* k = static_cast<const uint16_t*>(kv.k) + src;
+        for (; c + 8 <= run; c += 8) {
+          _mm256_storeu_ps(dst + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + c))));
         }
+        for (; c < run; ++c) dst[c] = _cvtsh_ss(k[c]);
+      } else {
+        const float* k = static_cast<const float*>(kv.k) + src;
+        for (; c < run; ++c) dst[c] = k[c];
       }
-      transpose8(r);
-      for (int32_t c = 0; c < 8; ++c) _mm256_storeu_ps(kt + int64_t{d0 + c} * kTileKeys + j0, r[c]);
     }
-  }
+  });
+  for (int32_t d = 0; d < hd; ++d) std::fill(kt + int64_t{d} * kTileKeys + n, kt + int64_t{d + 1} * kTileKeys, 0.0f);
 }
 
 void scores_avx2(const float* const* q_rows, int32_t num_rows, const float* kt, int32_t head_dim,

@@ -1,6 +1,6 @@
 // AVX-512 tile kernels of the flash attention (see attention_internal.h for the contract).
-// K tiles are transposed 16 keys x 16 dims at a time; scores are 4 rows x 64 keys of FMA chains
-// over d ascending; exp is a degree-7 polynomial after range reduction (|rel err| < 2e-7).
+// K tiles are read as contiguous runs of the block-transposed K (KvLayer); scores are 4 rows x
+// 64 keys of FMA chains over d ascending; exp is a degree-7 polynomial after range reduction (|rel err| < 2e-7).
 // Any head_dim (tails use masks).
 // NOTE(attn): GCC 12 reports the _mm512_undefined_* inside its own masked intrinsics as
 // uninitialized (a known false positive); silence it for this file only.
@@ -40,46 +40,18 @@ inline __mmask16 lanes_below(int32_t count) {  // first clamp(count, 0, 16) lane
   return static_cast<__mmask16>(count == 16 ? 0xffffu : (1u << count) - 1u);
 }
 
-// In-register transpose: r[i][c] -> r[c][i] for a 16x16 block.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: u[4g + k] = column k (of each 128-bit lane)
-    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512 x_lo = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
-    const __m512 y_lo = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
-    const __m512 x_hi = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
-    const __m512 y_hi = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
-    r[k] = _mm512_shuffle_f32x4(x_lo, y_lo, 0x88);       // column k
-    r[4 + k] = _mm512_shuffle_f32x4(x_lo, y_lo, 0xDD);   // column 4 + k
-    r[8 + k] = _mm512_shuffle_f32x4(x_hi, y_hi, 0x88);   // column 8 + k
-    r[12 + k] = _mm512_shuffle_f32x4(x_hi, y_hi, 0xDD);  // column 12 + k
-  }
-}
-
 void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
                       int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows) {
-  const int32_t hd = kv.head_dim;
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
   const bool f16 = kv.dtype == KvDType::kF16;
   prefetch_keys(kv, blocks, kv_head, key_begin + n, prefetch_n);
-  const void* k_rows[kTileKeys];
   KeyCursor cur(kv, blocks, kv_head, key_begin);
   for (int32_t j = 0; j < n; ++j) {
     if (j > 0) cur.next();
     const int64_t off = cur.offset();
     if (!f16) {
-      k_rows[j] = static_cast<const float*>(kv.k) + off;
       v_rows[j] = static_cast<const float*>(kv.v) + off;
     } else {
-      k_rows[j] = static_cast<const uint16_t*>(kv.k) + off;
       const uint16_t* v = static_cast<const uint16_t*>(kv.v) + off;
       float* dst = vt + int64_t{j} * hd;
       for (int32_t d = 0; d < hd; d += 16) {
@@ -89,24 +61,24 @@ void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head,
       v_rows[j] = dst;
     }
   }
-  __m512 r[16];
-  for (int32_t j0 = 0; j0 < kTileKeys; j0 += 16) {
-    for (int32_t d0 = 0; d0 < hd; d0 += 16) {
-      const __mmask16 m = lanes_below(hd - d0);
-      for (int32_t i = 0; i < 16; ++i) {
-        const int32_t j = j0 + i;
-        if (j >= n) {
-          r[i] = _mm512_setzero_ps();
-        } else if (!f16) {
-          r[i] = _mm512_maskz_loadu_ps(m, static_cast<const float*>(k_rows[j]) + d0);
-        } else {
-          r[i] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(k_rows[j]) + d0));
-        }
+  // K is stored [head_dim][block_size] per block and head: row d of the tile is a contiguous run
+  // of each block the tile touches (one per 16 keys at block size 16), converted in place.
+  for_key_runs(kv, blocks, key_begin, n, [&](int32_t block, int32_t in_block, int32_t j, int32_t run) {
+    const int64_t off = k_offset(kv, block, in_block, kv_head);
+    for (int32_t d = 0; d < hd; ++d) {
+      float* dst = kt + int64_t{d} * kTileKeys + j;
+      const int64_t src = off + int64_t{d} * bs;
+      for (int32_t c = 0; c < run; c += 16) {
+        const __mmask16 m = lanes_below(run - c);
+        const __m512 x = f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(kv.k) + src + c))
+                             : _mm512_maskz_loadu_ps(m, static_cast<const float*>(kv.k) + src + c);
+        _mm512_mask_storeu_ps(dst + c, m, x);
       }
-      transpose16(r);
-      const int32_t num_dims = std::min(16, hd - d0);
-      for (int32_t c = 0; c < num_dims; ++c) _mm512_storeu_ps(kt + int64_t{d0 + c} * kTileKeys + j0, r[c]);
     }
+  });
+  for (int32_t j0 = n; j0 < kTileKeys; j0 += 16) {  // keys past n: zero columns
+    const __mmask16 m = lanes_below(kTileKeys - j0);
+    for (int32_t d = 0; d < hd; ++d) _mm512_mask_storeu_ps(kt + int64_t{d} * kTileKeys + j0, m, _mm512_setzero_ps());
   }
 }
 
