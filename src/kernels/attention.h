@@ -23,12 +23,14 @@ namespace tessera::kernels {
 
 enum class KvDType { kF32, kF16 };
 
-// One layer's paged K and V storage. K is transposed within each block, so the attention's K tile
-// (head_dim rows of consecutive keys, attention_internal.h) is read as contiguous runs instead of
-// being transposed from key rows at every step; a block is still one contiguous range of both.
+// One layer's paged K and V storage, head-major within each block: one KV head's keys of a block
+// are one contiguous range in K and one in V (an attention work unit reads one KV head), and K is
+// transposed within it, so the attention's K tile (head_dim rows of consecutive keys,
+// attention_internal.h) is read as contiguous runs instead of being transposed from key rows at
+// every step. A block is still one contiguous range of both.
 struct KvLayer {
   void* k = nullptr;       // [num_blocks][num_kv_heads][head_dim][block_size] of dtype (k_offset)
-  void* v = nullptr;       // [num_blocks][block_size][num_kv_heads][head_dim] of dtype
+  void* v = nullptr;       // [num_blocks][num_kv_heads][block_size][head_dim] of dtype (v_offset)
   KvDType dtype = KvDType::kF32;
   int32_t num_blocks = 0;
   int32_t block_size = 0;    // tokens per block
@@ -40,6 +42,12 @@ struct KvLayer {
 // kv_head; dimension d is d * block_size elements further.
 inline int64_t k_offset(const KvLayer& kv, int64_t block, int32_t in_block, int32_t kv_head) {
   return (block * kv.num_kv_heads + kv_head) * int64_t{kv.head_dim} * kv.block_size + in_block;
+}
+
+// Element offset in KvLayer::v of the value row (head_dim contiguous elements) of the key in slot
+// `in_block` of `block`, head kv_head.
+inline int64_t v_offset(const KvLayer& kv, int64_t block, int32_t in_block, int32_t kv_head) {
+  return ((block * kv.num_kv_heads + kv_head) * kv.block_size + in_block) * int64_t{kv.head_dim};
 }
 
 // CSR over the sequences of one batch, built once per step.

@@ -55,35 +55,31 @@ inline void for_key_runs(const KvLayer& kv, const int32_t* blocks, int32_t key_b
 class KeyCursor {
  public:
   KeyCursor(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos)
-      : blocks_(blocks + pos / kv.block_size),
-        in_block_(pos % kv.block_size),
-        block_size_(kv.block_size),
-        row_(int64_t{kv.num_kv_heads} * kv.head_dim),
-        head_off_(int64_t{kv_head} * kv.head_dim) {
-    offset_ = (int64_t{*blocks_} * block_size_ + in_block_) * row_ + head_off_;
+      : kv_(kv), blocks_(blocks + pos / kv.block_size), in_block_(pos % kv.block_size), kv_head_(kv_head) {
+    offset_ = v_offset(kv_, *blocks_, in_block_, kv_head_);
   }
-  // Element offset of the current key's row of kv_head in V.
+  // Element offset of the current key's value row of kv_head in V.
   int64_t offset() const { return offset_; }
   void next() {
-    if (++in_block_ == block_size_) {
+    if (++in_block_ == kv_.block_size) {
       in_block_ = 0;
       ++blocks_;
-      offset_ = int64_t{*blocks_} * block_size_ * row_ + head_off_;
+      offset_ = v_offset(kv_, *blocks_, 0, kv_head_);
     } else {
-      offset_ += row_;
+      offset_ += kv_.head_dim;  // rows of one head are adjacent within a block
     }
   }
 
  private:
+  const KvLayer& kv_;
   const int32_t* blocks_;
-  int32_t in_block_, block_size_;
-  int64_t row_, head_off_;
+  int32_t in_block_, kv_head_;
   int64_t offset_;
 };
 
 // Prefetches (for reading, into all cache levels) the K and V of kv_head for the keys
-// [pos, pos + count) of the sequence whose block table is `blocks`: V rows key by key, K as the
-// whole [head_dim][block_size] region of each block touched.
+// [pos, pos + count) of the sequence whose block table is `blocks`: the head's whole K and V
+// regions ([head_dim][block_size] and [block_size][head_dim]) of each block touched.
 inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos,
                           int32_t count) {
   // GCC deems a function whose only effects are prefetches pure and deletes its calls; the empty
@@ -94,16 +90,14 @@ inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_h
   const int64_t row_bytes = elem * kv.head_dim;
   const char* k = static_cast<const char*>(kv.k);
   const char* v = static_cast<const char*>(kv.v);
-  KeyCursor cur(kv, blocks, kv_head, pos);
-  for (int32_t j = 0; j < count; ++j) {
-    if (j > 0) cur.next();
-    const int64_t byte = cur.offset() * elem;
-    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(v + byte + b, 0, 3);
-  }
-  const int64_t k_region = row_bytes * kv.block_size;
+  const int64_t region = row_bytes * kv.block_size;
   for_key_runs(kv, blocks, pos, count, [&](int32_t block, int32_t, int32_t, int32_t) {
-    const char* region = k + k_offset(kv, block, 0, kv_head) * elem;
-    for (int64_t b = 0; b < k_region; b += 64) __builtin_prefetch(region + b, 0, 3);
+    const char* k_region = k + k_offset(kv, block, 0, kv_head) * elem;
+    const char* v_region = v + v_offset(kv, block, 0, kv_head) * elem;
+    for (int64_t b = 0; b < region; b += 64) {
+      __builtin_prefetch(k_region + b, 0, 3);
+      __builtin_prefetch(v_region + b, 0, 3);
+    }
   });
 }
 

@@ -13,8 +13,7 @@ namespace {
 
 // Value row `pos` of kv_head as f32 (converted into `tmp` for an f16 cache).
 const float* v_row(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos, float* tmp) {
-  const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-  const int64_t off = (slot * kv.num_kv_heads + kv_head) * kv.head_dim;
+  const int64_t off = v_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
   if (kv.dtype == KvDType::kF32) return static_cast<const float*>(kv.v) + off;
   const uint16_t* h = static_cast<const uint16_t*>(kv.v) + off;
   for (int32_t d = 0; d < kv.head_dim; ++d) tmp[d] = fp16_to_fp32(h[d]);
@@ -58,11 +57,15 @@ void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const f
     const float* vs = v + t * row;
     const int64_t block = slot / kv.block_size;
     const auto in_block = static_cast<int32_t>(slot % kv.block_size);
-    if (kv.dtype == KvDType::kF32) {
-      std::copy(vs, vs + row, static_cast<float*>(kv.v) + slot * row);
-    } else {
-      uint16_t* vd = static_cast<uint16_t*>(kv.v) + slot * row;
-      for (int64_t i = 0; i < row; ++i) vd[i] = fp32_to_fp16(vs[i]);
+    for (int32_t h = 0; h < kv.num_kv_heads; ++h) {
+      const float* vh = vs + int64_t{h} * kv.head_dim;  // V: one contiguous row per head
+      const int64_t v_off = v_offset(kv, block, in_block, h);
+      if (kv.dtype == KvDType::kF32) {
+        std::copy(vh, vh + kv.head_dim, static_cast<float*>(kv.v) + v_off);
+      } else {
+        uint16_t* vd = static_cast<uint16_t*>(kv.v) + v_off;
+        for (int32_t d = 0; d < kv.head_dim; ++d) vd[d] = fp32_to_fp16(vh[d]);
+      }
     }
     for (int32_t h = 0; h < kv.num_kv_heads; ++h) {  // K: dimension d at stride block_size
       const int64_t off = k_offset(kv, block, in_block, h);

@@ -10,11 +10,6 @@
 namespace tessera::kernels::attn_detail {
 namespace {
 
-// Element offset of key `pos`, head kv_head, in the paged V storage [block][offset][kv_head][d].
-inline int64_t v_offset(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos) {
-  const int64_t slot = int64_t{blocks[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
-  return (slot * kv.num_kv_heads + kv_head) * kv.head_dim;
-}
 
 void load_tile_ref(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
                    int32_t n, int32_t /*prefetch_n: none here*/, float* kt, float* vt,
@@ -22,7 +17,7 @@ void load_tile_ref(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, in
   const int32_t hd = kv.head_dim;
   for (int32_t j = 0; j < n; ++j) {
     const int32_t pos = key_begin + j;
-    const int64_t off = v_offset(kv, blocks, kv_head, pos);
+    const int64_t off = v_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
     const int64_t k_off = k_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
     if (kv.dtype == KvDType::kF32) {
       const float* k = static_cast<const float*>(kv.k) + k_off;

@@ -1,7 +1,7 @@
 // KvStorage: the bytes of the paged KV cache, one K and one V tensor per layer, f16 (default) or
-// f32: V [num_blocks][block_size][num_kv_heads][head_dim], K [num_blocks][num_kv_heads][head_dim]
-// [block_size] (transposed within a block for the attention's K tiles, kernels::KvLayer); either
-// way a block is one contiguous range, which is all copy_block needs. The bookkeeping of
+// f32: V [num_blocks][num_kv_heads][block_size][head_dim], K [num_blocks][num_kv_heads][head_dim]
+// [block_size] (head-major, K transposed within a block for the attention's K tiles,
+// kernels::KvLayer); a block is one contiguous range of each, which is all copy_block needs. The bookkeeping of
 // which block belongs to whom lives in kv/ (integers only); this class only holds the data and
 // copies a block when kv/ decides copy-on-write.
 #pragma once

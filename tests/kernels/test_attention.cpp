@@ -49,13 +49,15 @@ struct IsaGuard {
   ~IsaGuard() { set_isa_level(detected_isa_level()); }
 };
 
-TEST(WriteKv, KOffsetIsTheBlockTransposedLayout) {
+TEST(WriteKv, OffsetsAreTheHeadMajorBlockLayout) {
   KvLayer kv;
   kv.num_kv_heads = 3, kv.head_dim = 64, kv.block_size = 16;
   EXPECT_EQ(k_offset(kv, 0, 0, 0), 0);
   EXPECT_EQ(k_offset(kv, 0, 5, 0), 5);             // keys of a block are adjacent
   EXPECT_EQ(k_offset(kv, 0, 0, 1), 64 * 16);       // then head_dim rows of block_size per head
   EXPECT_EQ(k_offset(kv, 2, 3, 1), (2 * 3 + 1) * 64 * 16 + 3);  // then blocks
+  EXPECT_EQ(v_offset(kv, 0, 5, 0), 5 * 64);        // V rows of one head are adjacent
+  EXPECT_EQ(v_offset(kv, 2, 3, 1), ((2 * 3 + 1) * 16 + 3) * 64);
 }
 
 TEST(WriteKv, PlacesRowsInTheirSlotsAndSkipsPadding) {
@@ -76,14 +78,13 @@ TEST(WriteKv, PlacesRowsInTheirSlotsAndSkipsPadding) {
     md.num_tokens = 3;
     md.slot_mapping = slots;
     write_kv(kv, md, ks.data(), vs.data());
-    // V rows are [slot][head][d]; K is [block][head][d][slot in block] (k_offset), so element
-    // i = head * head_dim + d of a slot's K row sits at stride block_size.
+    // Element i = head * head_dim + d of a slot's row: V is [block][head][slot in block][d]
+    // (v_offset), K is [block][head][d][slot in block] (k_offset: d at stride block_size).
     auto get = [&](const std::vector<uint8_t>& store, int64_t slot, int i) {
-      int64_t e = slot * row + i;
-      if (&store == &k) {
-        e = k_offset(kv, slot / block_size, static_cast<int32_t>(slot % block_size), i / head_dim) +
-            int64_t{i % head_dim} * block_size;
-      }
+      const int64_t block = slot / block_size;
+      const auto in_block = static_cast<int32_t>(slot % block_size);
+      int64_t e = v_offset(kv, block, in_block, i / head_dim) + i % head_dim;
+      if (&store == &k) e = k_offset(kv, block, in_block, i / head_dim) + int64_t{i % head_dim} * block_size;
       if (dtype == KvDType::kF32) return reinterpret_cast<const float*>(store.data())[e];
       return fp16_to_fp32(reinterpret_cast<const uint16_t*>(store.data())[e]);
     };
