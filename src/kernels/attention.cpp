@@ -113,6 +113,10 @@ int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t
     st[hd] = kNegInf;
     st[hd + 1] = 0.0f;
   }
+  // The whole partition's K and V regions are requested up front (at most kPartitionKeys keys of
+  // one head: 64 KiB at head_dim 64, f16), so the first tile's misses overlap the later ones'
+  // instead of stalling one tile at a time; each tile then prefetches past the partition.
+  attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, key_lo, key_hi - key_lo);
   for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
     const int32_t n = std::min(kTileKeys, key_hi - tile);
     // Prefetch the keys that come next (this partition's next tile, else the next partition's
