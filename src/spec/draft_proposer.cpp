@@ -2,6 +2,7 @@
 #include "spec/draft_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "util/check.h"
 
@@ -190,12 +191,26 @@ void DraftProposer::choose(const DraftRequest& request, SeqState& state, const f
 }
 
 std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> requests, ThreadPool& pool) {
+  using Clock = std::chrono::steady_clock;
   std::vector<DraftResult> results(requests.size());
+  last_call_ = {};
   const size_t num_reqs = std::min(requests.size(), static_cast<size_t>(config_.max_num_seqs));
-  // Per request: committed length L, drafts wanted k, next position to feed; -1 k = skipped.
-  std::vector<int32_t> num_tokens(num_reqs, 0), num_drafts(num_reqs, 0), next_pos(num_reqs, 0);
-  std::vector<SeqState*> states(num_reqs, nullptr);
-  std::vector<int32_t> committed;  // scratch: prompt ++ output of one request
+  num_tokens_.assign(num_reqs, 0);
+  num_drafts_.assign(num_reqs, 0);
+  next_pos_.assign(num_reqs, 0);
+  fed_token_.assign(num_reqs, 0);
+  states_.assign(num_reqs, nullptr);
+  // T = prompt ++ output of every request, back to back: chunks are spans into it.
+  committed_.clear();
+  committed_begin_.clear();
+  for (size_t i = 0; i < num_reqs; ++i) {
+    committed_begin_.push_back(committed_.size());
+    committed_.insert(committed_.end(), requests[i].prompt.begin(), requests[i].prompt.end());
+    committed_.insert(committed_.end(), requests[i].output.begin(), requests[i].output.end());
+  }
+  auto committed = [&](size_t i) {
+    return std::span<const int32_t>(committed_).subspan(committed_begin_[i], static_cast<size_t>(num_tokens_[i]));
+  };
 
   // 1. Roll back to the common prefix and reserve blocks for [0, L + k - 1).
   for (size_t i = 0; i < num_reqs; ++i) {
@@ -207,9 +222,9 @@ std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> re
     auto [it, inserted] = seqs_.try_emplace(r.seq_id);
     SeqState& st = it->second;
     if (inserted) st.rng = sample::Rng(config_.seed ^ static_cast<uint64_t>(r.seq_id));
-    committed.assign(r.prompt.begin(), r.prompt.end());
-    committed.insert(committed.end(), r.output.begin(), r.output.end());
-    const auto mismatch = std::mismatch(st.fed.begin(), st.fed.end(), committed.begin(), committed.end());
+    num_tokens_[i] = L;
+    const std::span<const int32_t> t = committed(i);
+    const auto mismatch = std::mismatch(st.fed.begin(), st.fed.end(), t.begin(), t.end());
     const auto common = std::min<int32_t>(static_cast<int32_t>(mismatch.first - st.fed.begin()), L - 1);
     st.fed.resize(static_cast<size_t>(common));
     kv_manager_.truncate(r.seq_id, common);
@@ -220,64 +235,62 @@ std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> re
       release(r.seq_id);
       continue;
     }
-    num_tokens[i] = L;
-    num_drafts[i] = k;
-    next_pos[i] = common;
-    states[i] = &st;
+    num_drafts_[i] = k;
+    next_pos_[i] = common;
+    states_[i] = &st;
+    last_call_.num_seqs += 1;
   }
 
   // 2. Catch up: T[next_pos, L) per sequence, chunked to the token budget; the last chunk of a
   //    sequence asks for logits and yields d_1.
-  std::vector<Chunk> chunks;
-  chunks.reserve(num_reqs);
+  const auto vocab = static_cast<size_t>(model_->config().vocab_size);
+  const Clock::time_point catch_up_start = Clock::now();
   for (;;) {
-    chunks.clear();
+    chunks_.clear();
     int32_t budget = config_.max_num_batched_tokens;
     for (size_t i = 0; i < num_reqs && budget > 0; ++i) {
-      if (!states[i] || next_pos[i] >= num_tokens[i]) continue;
-      const DraftRequest& r = requests[i];
-      const int32_t n = std::min(num_tokens[i] - next_pos[i], budget);
-      const auto num_prompt = static_cast<int32_t>(r.prompt.size());
-      // Chunk source: the prompt or the output, whichever holds next_pos (split at the boundary).
-      const int32_t p = next_pos[i];
-      std::span<const int32_t> src = p < num_prompt ? r.prompt.subspan(static_cast<size_t>(p))
-                                                    : r.output.subspan(static_cast<size_t>(p - num_prompt));
-      const auto take = std::min<int32_t>(n, static_cast<int32_t>(src.size()));
-      chunks.push_back({i, src.first(static_cast<size_t>(take)), p, p + take == num_tokens[i]});
+      if (!states_[i] || next_pos_[i] >= num_tokens_[i]) continue;
+      const int32_t p = next_pos_[i];
+      const int32_t take = std::min(num_tokens_[i] - p, budget);
+      chunks_.push_back({i, committed(i).subspan(static_cast<size_t>(p), static_cast<size_t>(take)), p,
+                         p + take == num_tokens_[i]});
       budget -= take;
     }
-    if (chunks.empty()) break;
-    forward(chunks, requests, pool);
+    if (chunks_.empty()) break;
+    forward(chunks_, requests, pool);
+    last_call_.num_catch_up_forwards += 1;
     size_t row = 0;
-    for (const Chunk& c : chunks) {
-      SeqState& st = *states[c.request];
+    for (const Chunk& c : chunks_) {
+      SeqState& st = *states_[c.request];
       st.fed.insert(st.fed.end(), c.tokens.begin(), c.tokens.end());
-      next_pos[c.request] += static_cast<int32_t>(c.tokens.size());
+      next_pos_[c.request] += static_cast<int32_t>(c.tokens.size());
+      last_call_.num_catch_up_tokens += static_cast<int32_t>(c.tokens.size());
       if (!c.wants_logits) continue;
-      const float* logits = logits_.data() + row++ * static_cast<size_t>(model_->config().vocab_size);
-      choose(requests[c.request], st, logits, results[c.request]);
+      choose(requests[c.request], st, logits_.data() + row++ * vocab, results[c.request]);
     }
   }
+  const Clock::time_point draft_start = Clock::now();
+  last_call_.catch_up_seconds = std::chrono::duration<double>(draft_start - catch_up_start).count();
 
   // 3. k - 1 single-token steps, batched over the sequences that still want drafts.
-  std::vector<int32_t> fed_token(num_reqs, 0);  // stable storage for the chunk spans
   for (int32_t j = 1;; ++j) {
-    chunks.clear();
+    chunks_.clear();
     for (size_t i = 0; i < num_reqs; ++i) {
-      if (!states[i] || num_drafts[i] <= j) continue;
-      fed_token[i] = results[i].tokens.back();
-      chunks.push_back({i, {&fed_token[i], 1}, num_tokens[i] + j - 1, true});
+      if (!states_[i] || num_drafts_[i] <= j) continue;
+      fed_token_[i] = results[i].tokens.back();
+      chunks_.push_back({i, {&fed_token_[i], 1}, num_tokens_[i] + j - 1, true});
     }
-    if (chunks.empty()) break;
-    forward(chunks, requests, pool);
+    if (chunks_.empty()) break;
+    forward(chunks_, requests, pool);
+    last_call_.num_draft_forwards += 1;
     size_t row = 0;
-    for (const Chunk& c : chunks) {
-      SeqState& st = *states[c.request];
-      st.fed.push_back(fed_token[c.request]);
-      const float* logits = logits_.data() + row++ * static_cast<size_t>(model_->config().vocab_size);
-      choose(requests[c.request], st, logits, results[c.request]);
+    for (const Chunk& c : chunks_) {
+      SeqState& st = *states_[c.request];
+      st.fed.push_back(fed_token_[c.request]);
+      choose(requests[c.request], st, logits_.data() + row++ * vocab, results[c.request]);
     }
   }
+  last_call_.draft_seconds = std::chrono::duration<double>(Clock::now() - draft_start).count();
   return results;
 }
 

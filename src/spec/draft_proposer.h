@@ -8,7 +8,8 @@
 //   1. roll back:   c = common prefix of fed and T, capped at L - 1 (the last token is always fed,
 //                   its logits give the first draft); blocks past c are given back (truncate)
 //   2. catch up:    feed T[c, L) as one chunk per sequence, all sequences in one ragged batch
-//                   (split over several forwards when the chunks exceed the token budget)
+//                   (split over several forwards only when the chunks exceed the token budget;
+//                   T is copied into one buffer, so a chunk spanning prompt and output is one)
 //                   -> logits after T[L-1] -> d_1
 //   3. k - 1 steps: feed d_j at position L + j - 1, one token per sequence, batched -> d_{j+1}
 //
@@ -76,6 +77,17 @@ struct DraftStats {
   int64_t num_cache_full = 0;               // sequences skipped because the draft KV was full
 };
 
+// What one propose() call did, with wall times (the cost model's inputs, see speculator.h).
+struct DraftCallStats {
+  int32_t num_seqs = 0;                     // sequences that got drafts
+  int32_t num_catch_up_tokens = 0;          // tokens fed in step 2 (1-2 per sequence when it is
+                                            // up to date: the last committed token(s))
+  int32_t num_catch_up_forwards = 0;        // forwards of step 2 (they also yield d_1)
+  double catch_up_seconds = 0.0;
+  int32_t num_draft_forwards = 0;           // single-token forwards of step 3 (k - 1 at most)
+  double draft_seconds = 0.0;
+};
+
 // Same vocabulary size and the same token strings (a sample of ids: the first 64, the last 64 and
 // a stride through the middle). kInvalidArgument with the first difference otherwise.
 Status check_vocab_compatible(const LlamaModel& target, const LlamaModel& draft);
@@ -102,6 +114,7 @@ class DraftProposer {
   const LlamaModel& model() const { return *model_; }
   const DraftProposerConfig& config() const { return config_; }
   const DraftStats& stats() const { return stats_; }
+  const DraftCallStats& last_call() const { return last_call_; }
 
  private:
   struct SeqState {
@@ -128,6 +141,14 @@ class DraftProposer {
   sample::Sampler sampler_;
   std::unordered_map<int64_t, SeqState> seqs_;
   DraftStats stats_;
+  DraftCallStats last_call_;
+  // propose() scratch, per request of the call: committed length L, drafts k (0 = skipped), next
+  // position to feed, state; T of every request back to back (committed_begin_ = offsets).
+  std::vector<int32_t> num_tokens_, num_drafts_, next_pos_, fed_token_;
+  std::vector<SeqState*> states_;
+  std::vector<int32_t> committed_;
+  std::vector<size_t> committed_begin_;
+  std::vector<Chunk> chunks_;
   // Batch scratch, capacity reserved once.
   std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
   std::vector<int64_t> slots_;

@@ -100,6 +100,28 @@ TEST_F(DraftProposerTest, RollbackKeepsOnlyTheCommonPrefix) {
   EXPECT_EQ(proposer.num_sequences(), 0);
 }
 
+TEST_F(DraftProposerTest, CatchUpAcrossPromptAndOutputIsOneForward) {
+  DraftProposer proposer(load_stories(), small_config(3));
+  const SamplingParams p = greedy();
+  // T = BOS + golden[0, 14) split as a 5-token prompt and a 10-token output.
+  const std::vector<int32_t> prompt = {1, greedy_[0], greedy_[1], greedy_[2], greedy_[3]};
+  const std::vector<int32_t> out(greedy_.begin() + 4, greedy_.begin() + 14);
+  DraftRequest r{5, prompt, out, 3, &p};
+  EXPECT_EQ(proposer.propose({&r, 1}, pool_)[0].tokens, expected(14, 3));
+  const DraftCallStats& call = proposer.last_call();
+  EXPECT_EQ(call.num_seqs, 1);
+  EXPECT_EQ(call.num_catch_up_tokens, 15);
+  EXPECT_EQ(call.num_catch_up_forwards, 1);  // not split where the prompt ends
+  EXPECT_EQ(call.num_draft_forwards, 2);     // d_2, d_3
+  // All 3 accepted + bonus: the next call feeds d_3 and the bonus token, then drafts.
+  const std::vector<int32_t> out2(greedy_.begin() + 4, greedy_.begin() + 18);
+  r.output = out2;
+  EXPECT_EQ(proposer.propose({&r, 1}, pool_)[0].tokens, expected(18, 3));
+  EXPECT_EQ(proposer.last_call().num_catch_up_tokens, 2);
+  EXPECT_EQ(proposer.last_call().num_catch_up_forwards, 1);
+  EXPECT_GE(proposer.last_call().catch_up_seconds, 0.0);
+}
+
 TEST_F(DraftProposerTest, BatchedSequencesEqualOneAtATime) {
   DraftProposer batched(load_stories(), small_config(3));
   DraftProposer single(load_stories(), small_config(3));
