@@ -81,6 +81,11 @@ class EngineImpl final : public Engine {
   std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // by request id
   MetricsSnapshot live_metrics_;
   std::vector<int32_t> spec_context_, spec_drafts_;  // n-gram scratch (prompt ++ output, drafts)
+  std::vector<spec::SpecCandidate> spec_candidates_;  // propose_drafts scratch: who may speculate,
+  std::vector<std::pair<ActiveRequest*, SampleState*>> spec_samples_;  //   their samples,
+  std::vector<int32_t> spec_plan_;                    //   and the Speculator's k for each
+  std::vector<spec::DraftRequest> draft_requests_;
+  double propose_seconds_ = 0.0;  // proposer time in this step (for drafts of the next one)
   std::unordered_map<int64_t, std::vector<float>> draft_probs_;  // seq id -> [k][vocab] q rows
 
   // Shared with client threads.

@@ -54,25 +54,26 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     decode_only &= s.needs_logits && static_cast<int32_t>(s.token_ids.size()) == s.num_spec_tokens + 1;
   }
   const auto propose_start = std::chrono::steady_clock::now();
-  struct ChargeOverhead {
+  // On every way out: this call's time, kept for step() (the cost model's t(n) leaves it out) and
+  // charged to the guard here when the step had prefill chunks.
+  struct ProposeTimer {
     spec::Speculator& speculator;
+    double& seconds;
     bool charge;
     std::chrono::steady_clock::time_point start;
-    ~ChargeOverhead() {
-      if (charge) {
-        speculator.record_overhead(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
+    ~ProposeTimer() {
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (charge) speculator.record_overhead(seconds);
     }
-  } charge_overhead{*speculator_, !decode_only, propose_start};
+  } timer{*speculator_, propose_seconds_, !decode_only, propose_start};
   const int32_t num_running = scheduler_->num_running();
-  std::vector<spec::DraftRequest> draft_requests;
+  // Who could speculate, with the caps of their max_tokens and the context, then the plan.
+  spec_candidates_.clear();
+  spec_samples_.clear();
   for (const auto& [seq_id, request_id] : decoding) {
     auto it = requests_.find(request_id);
     if (it == requests_.end()) continue;
     ActiveRequest& req = *it->second;
-    const SamplingParams& p = req.params;
-    int32_t k = speculator_->num_tokens_to_propose(seq_id, num_running);
-    if (k <= 0) continue;
     // The sample of this sequence: the one whose output was just extended.
     SampleState* sample = nullptr;
     for (const sched::RequestUpdate& u : updates) {
@@ -81,18 +82,32 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     if (!sample) continue;
     const auto num_output = static_cast<int32_t>(sample->output_ids.size());
     const auto num_total = static_cast<int32_t>(req.prompt_ids.size()) + num_output;
-    k = std::min({k, p.max_tokens - num_output - 1, info_.context_length - num_total - 1});
+    const int32_t max_k = std::min(req.params.max_tokens - num_output - 1, info_.context_length - num_total - 1);
+    if (max_k <= 0) continue;
+    // Tokens the draft has not seen (prompt and output, its own KV aside) beyond the one or two
+    // that every proposal feeds first (the last committed tokens).
+    const int32_t num_catch_up = draft_ ? std::max(0, num_total - draft_->num_computed(seq_id) - 2) : 0;
+    spec_candidates_.push_back({seq_id, max_k, num_catch_up, req.params.max_tokens - num_output});
+    spec_samples_.emplace_back(&req, sample);
+  }
+  spec_plan_.resize(spec_candidates_.size());
+  speculator_->plan(spec_candidates_, num_running, spec_plan_);
+
+  draft_requests_.clear();
+  int32_t max_k = 0;
+  for (size_t i = 0; i < spec_candidates_.size(); ++i) {
+    const int32_t k = spec_plan_[i];
     if (k <= 0) continue;
+    max_k = std::max(max_k, k);
+    const int64_t seq_id = spec_candidates_[i].seq_id;
+    ActiveRequest& req = *spec_samples_[i].first;
+    const SampleState& sample = *spec_samples_[i].second;
     if (draft_) {
-      // Tokens the draft has not seen yet (prompt and output, its own KV aside): a prefill that
-      // few remaining tokens cannot pay back.
-      const int32_t num_catch_up = num_total - draft_->num_computed(seq_id);
-      if (!speculator_->worth_catching_up(num_catch_up, p.max_tokens - num_output)) continue;
-      draft_requests.push_back({seq_id, req.prompt_ids, sample->output_ids, k, &req.params});
+      draft_requests_.push_back({seq_id, req.prompt_ids, sample.output_ids, k, &req.params});
       continue;
     }
     spec_context_.assign(req.prompt_ids.begin(), req.prompt_ids.end());
-    spec_context_.insert(spec_context_.end(), sample->output_ids.begin(), sample->output_ids.end());
+    spec_context_.insert(spec_context_.end(), sample.output_ids.begin(), sample.output_ids.end());
     spec_drafts_.resize(static_cast<size_t>(k));
     const int32_t found = ngram_->propose(spec_context_, spec_drafts_);
     if (found <= 0) {
@@ -102,12 +117,27 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     speculator_->corrupt_drafts({spec_drafts_.data(), static_cast<size_t>(found)}, info_.vocab_size);
     scheduler_->set_spec_token_ids(seq_id, {spec_drafts_.begin(), spec_drafts_.begin() + found});
   }
-  if (draft_requests.empty()) return;
+  if (!draft_) {
+    // The n-gram lookups are the proposer's "forwards": microseconds, timed all the same.
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - propose_start).count();
+    speculator_->record_proposer(max_k, seconds);
+    return;
+  }
+  if (draft_requests_.empty()) return;
 
   // Draft model: one batched proposal for every speculating sequence of the step.
-  std::vector<spec::DraftResult> results = draft_->propose(draft_requests, runner_->pool());
-  for (size_t i = 0; i < draft_requests.size(); ++i) {
-    const int64_t seq_id = draft_requests[i].seq_id;
+  std::vector<spec::DraftResult> results = draft_->propose(draft_requests_, runner_->pool());
+  const spec::DraftCallStats& call = draft_->last_call();
+  if (call.num_catch_up_tokens <= 2 * call.num_seqs) {
+    // Up to date: every forward was a drafting one.
+    speculator_->record_proposer(call.num_catch_up_forwards + call.num_draft_forwards,
+                                 call.catch_up_seconds + call.draft_seconds);
+  } else {
+    speculator_->record_catch_up(call.num_catch_up_tokens, call.catch_up_seconds);
+    speculator_->record_proposer(call.num_draft_forwards, call.draft_seconds);
+  }
+  for (size_t i = 0; i < draft_requests_.size(); ++i) {
+    const int64_t seq_id = draft_requests_[i].seq_id;
     spec::DraftResult& r = results[i];
     if (r.tokens.empty()) {
       speculator_->record_miss(seq_id);
@@ -123,10 +153,12 @@ Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const
                                          kernels::KvDType kv_dtype) {
   spec::SpeculatorConfig spc;
   spc.num_speculative_tokens = config_.num_speculative_tokens;
+  // Both wall-clock choices, the guard and the cost model, or neither (tests of exact counts).
   spc.speed_guard = config_.speculative_speed_guard;
+  spc.cost_model = config_.speculative_speed_guard;
   spec::apply_spec_test_hooks(spc);  // defaults unless a test set them
-  speculator_ = std::make_unique<spec::Speculator>(spc);
   if (config_.speculative == "ngram") {
+    speculator_ = std::make_unique<spec::Speculator>(spc);
     spec::NgramConfig nc;
     nc.num_speculative_tokens = config_.num_speculative_tokens;
     TESSERA_TRY(spec::validate_ngram_config(nc));
@@ -152,6 +184,10 @@ Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const
   auto draft = spec::DraftProposer::load(config_.draft_model_path, *model_, dc);
   if (!draft) return draft.error();
   draft_ = std::move(*draft);
+  // Until a draft forward is timed, assume decode cost in proportion to the weights streamed.
+  spc.costs.draft_cost_prior = static_cast<double>(draft_->model().weight_bytes_per_pass()) /
+                               static_cast<double>(std::max<size_t>(1, model_->weight_bytes_per_pass()));
+  speculator_ = std::make_unique<spec::Speculator>(spc);
   return ok_status();
 }
 

@@ -25,6 +25,7 @@ FinishReason finish_reason_of(sched::RequestStatus s) {
 
 bool EngineImpl::step() {
   const Clock::time_point step_start = Clock::now();
+  propose_seconds_ = 0.0;
   sched::SchedulerOutput out = scheduler_->schedule();
   if (out.seqs.empty()) {
     publish_metrics();
@@ -62,18 +63,22 @@ bool EngineImpl::step() {
   live_metrics_.padding_lane_steps += runner_->num_padding_lanes();
   handle_updates(out, result, updates);
   if (speculator_) {
-    // Decode-only steps feed the speculation speed guard (prefill chunks would skew the rates).
+    // Decode-only steps feed the speculation speed guard (prefill chunks would skew the rates)
+    // and, without the proposer's time, the cost model's t(n) for n tokens in the step.
     bool decode_only = true, speculated = false;
     int64_t emitted = 0;
+    int32_t num_tokens = 0;
     for (size_t i = 0; i < out.seqs.size(); ++i) {
       const sched::ScheduledSeq& s = out.seqs[i];
       decode_only &= s.needs_logits && static_cast<int32_t>(s.token_ids.size()) == s.num_spec_tokens + 1;
       speculated |= s.num_spec_tokens > 0;
       emitted += static_cast<int64_t>(result.sampled.sampled_token_ids[i].size());
+      num_tokens += static_cast<int32_t>(s.token_ids.size());
     }
     if (decode_only) {
-      speculator_->record_step(speculated, static_cast<int32_t>(out.seqs.size()), emitted,
-                               seconds_between(step_start, Clock::now()));
+      const double seconds = seconds_between(step_start, Clock::now());
+      speculator_->record_step(speculated, static_cast<int32_t>(out.seqs.size()), emitted, seconds);
+      speculator_->record_target_step(num_tokens, seconds - propose_seconds_);
     }
   }
   publish_metrics();

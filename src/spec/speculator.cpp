@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "util/check.h"
+
 namespace tessera::spec {
 
 namespace {
@@ -34,11 +36,26 @@ void Speculator::corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size) {
   }
 }
 
+Speculator::SeqStats& Speculator::stats_of(int64_t seq_id) {
+  auto [it, inserted] = seqs_.try_emplace(seq_id);
+  SeqStats& s = it->second;
+  if (inserted) {
+    s.accepted = global_alpha();  // one pseudo-test at the engine-wide α
+    s.tested = 1.0;
+    s.next_backoff = config_.initial_backoff_steps;
+  }
+  return s;
+}
+
+void Speculator::back_off(SeqStats& s) {
+  s.backoff = s.next_backoff;
+  s.next_backoff = std::min(config_.max_backoff_steps, std::max(1, s.next_backoff) * 2);
+}
+
 int32_t Speculator::num_tokens_to_propose(int64_t seq_id, int32_t num_running) {
   if (config_.num_speculative_tokens <= 0 || num_running > config_.max_batch_for_spec) return 0;
   if (!config_.adaptive) return config_.num_speculative_tokens;
-  SeqStats& s = seqs_[seq_id];
-  if (s.next_backoff == 0) s.next_backoff = config_.initial_backoff_steps;
+  SeqStats& s = stats_of(seq_id);
   if (s.backoff > 0) {
     --s.backoff;
     return 0;
@@ -49,15 +66,127 @@ int32_t Speculator::num_tokens_to_propose(int64_t seq_id, int32_t num_running) {
   return std::max(1, k / 2);
 }
 
+void Speculator::plan(std::span<const SpecCandidate> candidates, int32_t num_running, std::span<int32_t> ks) {
+  TESSERA_CHECK(ks.size() >= candidates.size(), "{} plan slots for {} candidates", ks.size(), candidates.size());
+  std::fill(ks.begin(), ks.end(), 0);
+  if (config_.num_speculative_tokens <= 0 || num_running > config_.max_batch_for_spec) return;
+  if (!config_.adaptive) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      ks[i] = std::min(config_.num_speculative_tokens, candidates[i].max_k);
+    }
+    return;
+  }
+  if (!config_.cost_model) {
+    plan_heuristic(candidates, num_running, ks);
+    return;
+  }
+  // Nothing timed yet: a step without speculation measures t(b) first.
+  if (!costs_.has_target_times()) return;
+  eligible_.clear();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    SeqStats& s = stats_of(candidates[i].seq_id);
+    bool eligible = false;
+    ks[i] = plan_alone(candidates[i], s, num_running, eligible);
+    if (eligible) {
+      eligible_.push_back({i, s.accepted / s.tested,
+                           std::min(config_.num_speculative_tokens, candidates[i].max_k)});
+    }
+  }
+  // Jointly: the m best-α sequences speculate with k drafts each (fewer where capped); the
+  // proposer runs k forwards for all of them, the target one step of num_running + Σ drafts.
+  std::sort(eligible_.begin(), eligible_.end(), [](const Eligible& a, const Eligible& b) {
+    return a.alpha != b.alpha ? a.alpha > b.alpha : a.index < b.index;
+  });
+  double best = config_.min_predicted_speedup;
+  size_t best_m = 0;
+  int32_t best_k = 0;
+  for (size_t m = 1; m <= eligible_.size(); ++m) {
+    plan_alphas_.resize(m);
+    plan_drafts_.resize(m);
+    for (int32_t k = 1; k <= config_.num_speculative_tokens; ++k) {
+      for (size_t j = 0; j < m; ++j) {
+        plan_alphas_[j] = eligible_[j].alpha;
+        plan_drafts_[j] = std::min(k, eligible_[j].max_k);
+      }
+      const double speedup = costs_.predict_speedup(num_running, plan_alphas_, plan_drafts_);
+      if (speedup > best) {
+        best = speedup;
+        best_m = m;
+        best_k = k;
+      }
+    }
+  }
+  for (size_t j = 0; j < best_m; ++j) {
+    ks[eligible_[j].index] = std::min(best_k, eligible_[j].max_k);
+    seqs_[candidates[eligible_[j].index].seq_id].next_backoff = config_.initial_backoff_steps;
+  }
+}
+
+int32_t Speculator::plan_alone(const SpecCandidate& c, SeqStats& s, int32_t num_running, bool& eligible) {
+  eligible = false;
+  if (s.backoff > 0) {
+    --s.backoff;
+    return 0;
+  }
+  const int32_t max_k = std::min(config_.num_speculative_tokens, c.max_k);
+  if (max_k < 1) return 0;
+  const double a = s.accepted / s.tested;
+  const SpecCostModel::Choice alone = costs_.best_single(num_running, a, max_k);
+  const bool probe = s.probe_due;
+  if (!probe && alone.speedup < config_.min_predicted_speedup) {
+    // Not even this sequence alone pays: back off, then probe once with a single draft (the
+    // cheapest verification) to see whether its α has changed.
+    back_off(s);
+    s.probe_due = true;
+    return 0;
+  }
+  if (c.num_catch_up > 0) {
+    // Time saved per token generated (1 token per t(b) without drafts, E per speculative step)
+    // over the tokens still to come, against the draft's catch-up.
+    const int32_t k = probe ? 1 : alone.k;
+    const double base = costs_.target_step_seconds(num_running);
+    const double step = k * costs_.proposer_forward_seconds() + costs_.target_step_seconds(num_running + k);
+    const double saved = c.num_remaining * (base - step / expected_tokens(a, k));
+    const double cost = c.num_catch_up * costs_.catch_up_seconds_per_token();
+    if (saved < cost * config_.min_predicted_speedup) return 0;
+  }
+  if (probe) {
+    s.probe_due = false;
+    return 1;
+  }
+  eligible = true;
+  return 0;
+}
+
+void Speculator::plan_heuristic(std::span<const SpecCandidate> candidates, int32_t num_running,
+                                std::span<int32_t> ks) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const SpecCandidate& c = candidates[i];
+    int32_t k = std::min(num_tokens_to_propose(c.seq_id, num_running), c.max_k);
+    if (k > 0 && c.num_catch_up > 0 && !worth_catching_up(c.num_catch_up, c.num_remaining)) k = 0;
+    ks[i] = std::max(0, k);
+  }
+}
+
 void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
   if (proposed <= 0 || !config_.adaptive) return;
-  SeqStats& s = seqs_[seq_id];
+  SeqStats& s = stats_of(seq_id);
   s.num_misses = 0;
+  // Per-position acceptance: drafts are tested in order until the first rejection.
+  const double tested = accepted + (accepted < proposed ? 1 : 0);
+  const double gw = config_.global_alpha_weight;
+  global_accepted_ = (1.0 - gw) * global_accepted_ + gw * accepted;
+  global_tested_ = (1.0 - gw) * global_tested_ + gw * tested;
+  if (config_.cost_model) {
+    const double w = config_.ema_weight;
+    s.accepted = (1.0 - w) * s.accepted + w * accepted;
+    s.tested = (1.0 - w) * s.tested + w * tested;
+    return;
+  }
   const double rate = static_cast<double>(accepted) / proposed;
   s.alpha = (1.0 - config_.ema_weight) * s.alpha + config_.ema_weight * rate;
   if (s.alpha < config_.min_acceptance) {
-    s.backoff = s.next_backoff;
-    s.next_backoff = std::min(config_.max_backoff_steps, s.next_backoff * 2);
+    back_off(s);
     s.alpha = config_.min_acceptance + 0.1;  // give it a fair retry after the back-off
   } else if (rate >= 0.5) {
     s.next_backoff = config_.initial_backoff_steps;
@@ -66,12 +195,15 @@ void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
 
 void Speculator::record_miss(int64_t seq_id) {
   if (!config_.adaptive) return;
-  SeqStats& s = seqs_[seq_id];
+  SeqStats& s = stats_of(seq_id);
   if (++s.num_misses >= 4) {  // repeated misses: stop searching for a while
-    s.backoff = s.next_backoff;
-    s.next_backoff = std::min(config_.max_backoff_steps, std::max(1, s.next_backoff) * 2);
+    back_off(s);
     s.num_misses = 0;
   }
+}
+
+void Speculator::record_proposer(int32_t num_forwards, double seconds) {
+  if (num_forwards > 0) costs_.record_proposer_forward(seconds / num_forwards);
 }
 
 bool Speculator::worth_catching_up(int32_t num_catch_up, int32_t num_remaining) const {
@@ -140,6 +272,11 @@ void Speculator::record_overhead(double seconds) {
 double Speculator::acceptance(int64_t seq_id) const {
   auto it = seqs_.find(seq_id);
   return it == seqs_.end() ? 0.0 : it->second.alpha;
+}
+
+double Speculator::alpha(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? global_alpha() : it->second.accepted / it->second.tested;
 }
 
 }  // namespace tessera::spec

@@ -1,22 +1,30 @@
 // Speculator: decides, per decoding sequence and step, whether to speculate and how many draft
 // tokens to ask the proposer for — so that speculation never makes things slower:
-//   * per sequence, an exponential moving average of the acceptance rate α picks k
-//     (full k while α is high, fewer tokens as it drops, none — with exponential back-off
-//     before trying again — when drafts keep being rejected);
+//   * the cost model (spec_cost_model.h; on with the wall-clock guard): from measured step times
+//     (target step time per number of tokens in the step, proposer time per forward, draft
+//     catch-up per token) and each sequence's acceptance α, plan() predicts the speed-up of every
+//     k = 1..kmax and of letting the best-α sequences speculate together, takes the best, and
+//     speculates only when it is >= min_predicted_speedup (1 + a margin for noise). α is the
+//     per-position acceptance (accepted / drafts tested: a rejection ends the tests), an EMA per
+//     sequence that starts from the engine-wide EMA, so a workload of low-α prompts stops paying
+//     for wrong guesses from its first tokens. A sequence whose best k does not pay backs off
+//     (4, 8, ... 64 steps) and then probes with one draft to refresh its α. The draft model must
+//     also earn back its catch-up: feeding t tokens it has not seen costs t · t_c, allowed only
+//     when the predicted time saved over the tokens the sequence may still generate exceeds it;
+//   * without timing (tests, or before the first step was timed), a heuristic per sequence: full
+//     k while the EMA of accepted / proposed is high, fewer tokens as it drops, none — with
+//     exponential back-off before trying again — when drafts keep being rejected; the draft may
+//     catch up on at most max_catch_up_per_remaining tokens per token still to generate;
 //   * per step, no speculation once the batch holds more than max_batch_for_spec sequences:
 //     batched decode is then no longer memory-bound, and verifying k extra tokens per sequence
 //     costs real compute.
-//   * engine-wide, a wall-clock guard: decode-only steps with speculation are timed against
-//     probe windows without it; when speculating does not pay — a draft model too slow for its
-//     acceptance, verification compute on a busy machine — it is switched off, with exponential
-//     back-off before the next trial. Baselines are kept per batch size (number of sequences in
-//     the step): a trial step is charged the time its tokens would have taken without speculation
-//     at the same batch size, so a batch shrinking or growing between probe and trial is not
-//     mistaken for a speed-up or a slow-down;
-//   * per sequence, for the draft model: no speculation when the draft would first have to catch
-//     up on more than max_catch_up_per_remaining tokens (prefill of prompt and output it has not
-//     seen) per token the sequence may still generate: the catch-up could not pay for itself
-//     (seen at batch 8, where sequences start speculating only in their last few tokens).
+//   * engine-wide, the safety net, a wall-clock guard: decode-only steps with speculation are
+//     timed against probe windows without it; when speculating does not pay — a draft model too
+//     slow for its acceptance, verification compute on a busy machine, anything the cost model
+//     misses — it is switched off, with exponential back-off before the next trial. Baselines are
+//     kept per batch size (number of sequences in the step): a trial step is charged the time its
+//     tokens would have taken without speculation at the same batch size, so a batch shrinking or
+//     growing between probe and trial is not mistaken for a speed-up or a slow-down.
 // Expected tokens per target step for acceptance α and k drafts: (1 − α^(k+1)) / (1 − α).
 #pragma once
 #include <cstdint>
@@ -26,6 +34,7 @@
 
 #include "sample/rng.h"
 #include "spec/ngram_proposer.h"
+#include "spec/spec_cost_model.h"
 
 namespace tessera::spec {
 
@@ -41,7 +50,12 @@ struct SpeculatorConfig {
   int32_t guard_trial_steps = 16;      // decode steps with speculation per trial
   double guard_min_speedup = 1.0;      // keep speculating only at >= this speed-up
   int32_t guard_max_off_steps = 2048;  // longest back-off after failed trials
-  int32_t max_catch_up_per_remaining = 4;  // draft catch-up tokens allowed per remaining token
+  int32_t max_catch_up_per_remaining = 4;  // heuristic: draft catch-up tokens per remaining token
+  bool cost_model = true;              // plan() by predicted speed-up (the engine ties it to the guard)
+  double min_predicted_speedup = 1.05; // speculate only when the cost model predicts at least this
+  double alpha_prior = 0.7;            // engine-wide α before any verification
+  double global_alpha_weight = 0.1;    // weight of a verification in the engine-wide α EMA
+  SpecCostConfig costs;                // priors and EMA weight of the measured times
   bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off,
                                        // no catch-up limit)
   // Synthetic proposer for tests (see SpecTestHooks): each draft token is kept with this
@@ -66,13 +80,25 @@ SpecTestHooks spec_test_hooks();
 // Copies the hooks into a config (the engine calls this for every Speculator it builds).
 void apply_spec_test_hooks(SpeculatorConfig& config);
 
+// A decoding sequence that could speculate this step.
+struct SpecCandidate {
+  int64_t seq_id = 0;
+  int32_t max_k = 0;          // drafts its max_tokens and the context allow (>= 1)
+  int32_t num_catch_up = 0;   // tokens the draft model must feed before drafting (0: n-gram)
+  int32_t num_remaining = 0;  // tokens the sequence may still generate
+};
+
 class Speculator {
  public:
   explicit Speculator(const SpeculatorConfig& config)
-      : config_(config), corruption_rng_(config.draft_corruption_seed) {}
+      : config_(config), corruption_rng_(config.draft_corruption_seed), costs_(config.costs),
+        global_accepted_(config.alpha_prior) {}
 
   const SpeculatorConfig& config() const { return config_; }
-  // How many draft tokens to propose for this sequence this step (0 = do not speculate).
+  // Drafts for each candidate this step (ks[i] for candidates[i], 0 = none), `num_running`
+  // sequences in the batch. Each call counts as one step for the candidates' back-off.
+  void plan(std::span<const SpecCandidate> candidates, int32_t num_running, std::span<int32_t> ks);
+  // The heuristic for one sequence (used by plan() without timing): 0 = do not speculate.
   int32_t num_tokens_to_propose(int64_t seq_id, int32_t num_running);
   // Outcome of a verification: `proposed` drafts, `accepted` of them accepted.
   void record(int64_t seq_id, int32_t proposed, int32_t accepted);
@@ -83,7 +109,17 @@ class Speculator {
   // 1 - draft_keep_probability, by (token + 1) % vocab_size. No-op (no draws) at probability 1.
   void corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size);
 
-  double acceptance(int64_t seq_id) const;
+  double acceptance(int64_t seq_id) const;  // the heuristic's EMA of accepted / proposed
+  double alpha(int64_t seq_id) const;       // the cost model's per-position α (prior if unknown)
+  double global_alpha() const { return global_accepted_ / global_tested_; }
+
+  // Measured times for the cost model: a decode-only step of `num_tokens` tokens without the
+  // proposer's time; a proposer call of `num_forwards` forwards (steady drafting); a draft
+  // catch-up of `num_tokens` tokens.
+  void record_target_step(int32_t num_tokens, double seconds) { costs_.record_target_step(num_tokens, seconds); }
+  void record_proposer(int32_t num_forwards, double seconds);
+  void record_catch_up(int32_t num_tokens, double seconds) { costs_.record_catch_up(num_tokens, seconds); }
+  const SpecCostModel& costs() const { return costs_; }
 
   // Draft model: may a sequence whose draft must first be fed `num_catch_up` tokens, and which
   // may generate `num_remaining` more, speculate this step?
@@ -98,7 +134,7 @@ class Speculator {
   // the draft model catching up on a prompt just prefilled: during a trial it is charged to the
   // trial's time (the tokens it buys are counted in later steps).
   void record_overhead(double seconds);
-  double guard_speedup() const { return last_speedup_; }  // last trial's measured speed-up
+  double guard_speedup() const { return last_speedup_; }
 
  private:
   enum class GuardPhase { kProbe, kTrial, kOff };
@@ -117,14 +153,33 @@ class Speculator {
   int32_t trial_steps_ = 0;      // length of the current trial (grows while speculation pays)
 
   struct SeqStats {
-    double alpha = 0.7;        // EMA of per-token acceptance (optimistic start)
+    double alpha = 0.7;        // heuristic: EMA of accepted / proposed (optimistic start)
+    double accepted = 0.0;     // cost model: EMAs of drafts accepted and drafts tested per
+    double tested = 0.0;       //   verification (α = accepted / tested), seeded from the global α
     int32_t backoff = 0;       // steps left without speculation
     int32_t next_backoff = 0;  // length of the next back-off
     int32_t num_misses = 0;    // consecutive proposer misses
+    bool probe_due = false;    // cost model: after this back-off, one single-draft probe
   };
+  SeqStats& stats_of(int64_t seq_id);
+  void back_off(SeqStats& s);
+  void plan_heuristic(std::span<const SpecCandidate> candidates, int32_t num_running, std::span<int32_t> ks);
+  // The cost model's verdict for one candidate: 0 = not this step.
+  int32_t plan_alone(const SpecCandidate& c, SeqStats& s, int32_t num_running, bool& eligible);
+
   SpeculatorConfig config_;
   sample::Rng corruption_rng_;   // draws of corrupt_drafts()
   std::unordered_map<int64_t, SeqStats> seqs_;
+  SpecCostModel costs_;
+  double global_accepted_, global_tested_ = 1.0;  // engine-wide EMAs (α prior of new sequences)
+  struct Eligible {
+    size_t index = 0;          // into the candidates
+    double alpha = 0.0;
+    int32_t max_k = 0;
+  };
+  std::vector<Eligible> eligible_;              // plan() scratch
+  std::vector<double> plan_alphas_;
+  std::vector<int32_t> plan_drafts_;
 };
 
 }  // namespace tessera::spec

@@ -12,6 +12,7 @@ SpeculatorConfig config_without_guard() {
   c.num_speculative_tokens = 4;
   c.max_batch_for_spec = 4;
   c.speed_guard = false;
+  c.cost_model = false;  // the heuristic: exact counts without timing
   return c;
 }
 

@@ -1,0 +1,166 @@
+// The cost model with exact numbers: measured times -> predicted t(n), t_d, t_c and speed-ups;
+// then the Speculator's plan() from given times and α: the chosen k, off, the back-off and its
+// single-draft probe, the draft catch-up that must pay back, and several sequences planned jointly.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "spec/speculator.h"
+
+namespace tessera::spec {
+namespace {
+
+constexpr double kMs = 1e-3;
+constexpr double kExact = 1e-12;  // sums of a few doubles
+
+TEST(SpecCostModel, InterpolatesAndExtrapolatesStepTimes) {
+  SpecCostModel m;
+  EXPECT_FALSE(m.has_target_times());
+  EXPECT_EQ(m.target_step_seconds(1), 0.0);
+  m.record_target_step(1, 10 * kMs);
+  // One size measured: extra tokens at prior_token_cost (0.1) x t(1)/1 each.
+  EXPECT_NEAR(m.target_step_seconds(3), 12 * kMs, kExact);
+  m.record_target_step(3, 16 * kMs);
+  EXPECT_NEAR(m.target_step_seconds(2), 13 * kMs, kExact);  // halfway between t(1) and t(3)
+  EXPECT_NEAR(m.target_step_seconds(5), 22 * kMs, kExact);  // along t(1)..t(3): 3 ms per token
+  m.record_target_step(1, 20 * kMs);                        // EMA, weight 0.2: 0.8 x 10 + 0.2 x 20
+  EXPECT_NEAR(m.measured_target_step_seconds(1), 12 * kMs, kExact);
+  EXPECT_EQ(m.measured_target_step_seconds(2), 0.0);
+  // Sizes below the smallest measured cost what it costs; unrecordable sizes are ignored.
+  SpecCostModel only_big;
+  only_big.record_target_step(4, 20 * kMs);
+  only_big.record_target_step(SpecCostModel::kMaxStepTokens + 1, 1.0);
+  EXPECT_NEAR(only_big.target_step_seconds(1), 20 * kMs, kExact);
+}
+
+TEST(SpecCostModel, ProposerAndCatchUpPriorsUntilMeasured) {
+  SpecCostConfig c;
+  c.draft_cost_prior = 0.3;  // a draft streaming 30% of the target's weight bytes
+  SpecCostModel m(c);
+  m.record_target_step(1, 10 * kMs);
+  EXPECT_NEAR(m.proposer_forward_seconds(), 3 * kMs, kExact);
+  EXPECT_NEAR(m.catch_up_seconds_per_token(), 0.75 * kMs, kExact);  // 0.25 x t_d
+  m.record_proposer_forward(5 * kMs);
+  m.record_catch_up(100, 0.1);
+  EXPECT_NEAR(m.proposer_forward_seconds(), 5 * kMs, kExact);
+  EXPECT_NEAR(m.catch_up_seconds_per_token(), 1 * kMs, kExact);
+}
+
+TEST(SpecCostModel, PredictsSpeedupOfTheIssueFormula) {
+  SpecCostModel m;
+  m.record_target_step(1, 10 * kMs);
+  m.record_target_step(2, 11 * kMs);
+  m.record_target_step(3, 16 * kMs);
+  m.record_proposer_forward(1 * kMs);
+  EXPECT_NEAR(expected_tokens(0.8, 2), 2.44, kExact);
+  EXPECT_EQ(expected_tokens(0.5, 0), 1.0);
+  EXPECT_EQ(expected_tokens(1.0, 3), 4.0);
+  // Batch 1: E(α, k) t(1) / (k t_d + t(k + 1)).
+  const double alpha = 0.8;
+  const int32_t k2 = 2;
+  EXPECT_NEAR(m.predict_speedup(1, {&alpha, 1}, {&k2, 1}), 2.44 * 10 / (2 + 16), kExact);
+  // k = 1: 1.8 x 10 / 12 = 1.5 beats k = 2's 1.356 (the third token costs 5 ms here).
+  const SpecCostModel::Choice c = m.best_single(1, alpha, 4);
+  EXPECT_EQ(c.k, 1);
+  EXPECT_NEAR(c.speedup, 1.5, kExact);
+  // Batch 2, one sequence speculating: (1 + E) / (t_d + t(3)) against 2 / t(2).
+  const int32_t k1 = 1;
+  EXPECT_NEAR(m.predict_speedup(2, {&alpha, 1}, {&k1, 1}), (2.8 / 17) / (2.0 / 11), kExact);
+}
+
+// A Speculator that plans by the cost model (no guard: allow_step() is not consulted here).
+SpeculatorConfig cost_model_config(double alpha_prior) {
+  SpeculatorConfig c;
+  c.num_speculative_tokens = 4;
+  c.speed_guard = false;
+  c.cost_model = true;
+  c.alpha_prior = alpha_prior;
+  return c;
+}
+
+void record_times(Speculator& s, const std::vector<double>& ms_by_tokens, double proposer_ms) {
+  for (size_t n = 1; n <= ms_by_tokens.size(); ++n) {
+    s.record_target_step(static_cast<int32_t>(n), ms_by_tokens[n - 1] * kMs);
+  }
+  s.record_proposer(1, proposer_ms * kMs);
+}
+
+int32_t plan_one(Speculator& s, const SpecCandidate& c, int32_t num_running = 1) {
+  int32_t k = -1;
+  s.plan({&c, 1}, num_running, {&k, 1});
+  return k;
+}
+
+TEST(SpeculatorPlan, NothingBeforeTheFirstTimedStep) {
+  Speculator s(cost_model_config(0.9));
+  EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 0);
+  record_times(s, {10}, 0);
+  EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 4);  // t(n > 1) at the prior: 1 ms per extra token
+}
+
+TEST(SpeculatorPlan, PicksTheBestKOrNone) {
+  // t(1..3) = 10, 11, 16 ms, t_d = 1 ms. α = 0.7: k = 1 gives 1.7 x 10 / 12 = 1.417, k = 2
+  // 2.19 x 10 / 18 = 1.217 (k = 3, 4 extrapolate at 5 ms per token: worse).
+  Speculator a(cost_model_config(0.7));
+  record_times(a, {10, 11, 16}, 1);
+  EXPECT_EQ(plan_one(a, {1, 4, 0, 100}), 1);
+  // A cheaper third token (t(3) = 13, t(4) = 20): α = 0.9 takes k = 2 (2.71 x 10 / 15 = 1.807;
+  // k = 1: 1.583, k = 3: 3.439 x 10 / 23 = 1.495).
+  Speculator b(cost_model_config(0.9));
+  record_times(b, {10, 11, 13, 20}, 1);
+  EXPECT_EQ(plan_one(b, {1, 4, 0, 100}), 2);
+  // ... unless max_tokens leaves room for one draft only.
+  EXPECT_EQ(plan_one(b, {2, 1, 0, 2}), 1);
+  // A draft as slow as 8 ms per forward: at best 1.9 x 10 / 19 = 1.0 < 1.05: off.
+  Speculator c(cost_model_config(0.9));
+  record_times(c, {10, 11, 13, 20}, 8);
+  EXPECT_EQ(plan_one(c, {1, 4, 0, 100}), 0);
+}
+
+TEST(SpeculatorPlan, LowAlphaBacksOffThenProbesWithOneDraft) {
+  Speculator s(cost_model_config(0.7));
+  record_times(s, {10, 12, 14}, 0);
+  // Per-position α after three verifications of one rejected draft: 0.7 x 0.7^3 = 0.2401 (the
+  // tested count stays 1): k = 1 predicts 1.2401 x 10 / 12 = 1.033 < 1.05.
+  for (int i = 0; i < 3; ++i) s.record(1, 1, 0);
+  EXPECT_NEAR(s.alpha(1), 0.2401, 1e-12);
+  EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 0);            // declined: back off 4 steps
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 0) << i;
+  EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 1);            // the probe: one draft
+  s.record(1, 1, 0);                                    // rejected: α = 0.168
+  EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 0);            // declined: back off 8 steps
+  int32_t off = 0;
+  while (plan_one(s, {1, 4, 0, 100}) == 0 && off < 100) ++off;
+  EXPECT_EQ(off, 8);                                    // then the probe
+  s.record(1, 1, 1);                                    // accepted: α = 0.7 x 0.16807 + 0.3
+  EXPECT_NEAR(s.alpha(1), 0.417649, 1e-12);
+  EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 1);            // 1.4176 x 10 / 12 = 1.18
+}
+
+TEST(SpeculatorPlan, DraftCatchUpMustPayBackOverTheRemainingTokens) {
+  Speculator s(cost_model_config(0.7));
+  record_times(s, {10, 11, 16}, 1);
+  s.record_catch_up(100, 0.1);  // 1 ms per token
+  // k = 1 saves 10 - 12 / 1.7 = 2.941 ms per token. 40 tokens to go: 117.6 ms saved >= 50 tokens
+  // x 1 ms x 1.05; 15 to go: 44.1 ms < 52.5 ms.
+  EXPECT_EQ(plan_one(s, {1, 4, 50, 40}), 1);
+  EXPECT_EQ(plan_one(s, {2, 4, 50, 15}), 0);
+  EXPECT_EQ(plan_one(s, {2, 4, 0, 15}), 1);  // up to date: nothing to earn back
+}
+
+TEST(SpeculatorPlan, SequencesOfABatchArePlannedTogether) {
+  // Memory-bound verification (0.5 ms per extra token), t_d = 0.5 ms, batch 2, both at α = 0.9:
+  // everyone at k = 4 wins, (2 x 4.0951) / (2 + t(10) = 14.5) against 2 / t(2) = 10.5.
+  Speculator s(cost_model_config(0.9));
+  record_times(s, {10, 10.5, 11, 11.5, 12}, 0.5);
+  const std::vector<SpecCandidate> both = {{1, 4, 0, 100}, {2, 4, 0, 100}};
+  std::vector<int32_t> ks(2, -1);
+  s.plan(both, 2, ks);
+  EXPECT_EQ(ks, (std::vector<int32_t>{4, 4}));
+  // Above max_batch_for_spec (4) nobody speculates.
+  s.plan(both, 5, ks);
+  EXPECT_EQ(ks, (std::vector<int32_t>{0, 0}));
+}
+
+}  // namespace
+}  // namespace tessera::spec
