@@ -45,8 +45,10 @@ struct EngineConfig {
   std::string speculative;                // "" (off) | "ngram" | "draft"
   std::string draft_model_path;           // for "draft": a GGUF with the target's vocabulary
   int32_t num_speculative_tokens = 4;     // k, the most draft tokens per step
-  bool speculative_speed_guard = true;    // time speculation against probes without it; off if it
-                                          // does not pay (tests that pin draft counts turn it off)
+  bool speculative_speed_guard = true;    // wall-clock choices: k and on/off by a cost model of
+                                          // measured step times, and a guard timing speculation
+                                          // against steps without it (tests that pin draft counts
+                                          // turn both off)
   uint64_t seed = 0;                      // seeds requests that carry none
   bool verbose = false;                   // start-up summary on stderr
   std::function<void(double)> on_load_progress;  // called with 0..1 while the weights load

@@ -215,53 +215,61 @@ bool Speculator::worth_catching_up(int32_t num_catch_up, int32_t num_remaining) 
 bool Speculator::allow_step() {
   if (!config_.speed_guard) return true;
   if (phase_ == GuardPhase::kOff) {
-    if (--off_steps_left_ > 0) return false;
-    phase_ = GuardPhase::kProbe;
-    phase_steps_ = 0;
-    for (Rate& r : base_) r.tokens *= 0.5, r.seconds *= 0.5;  // load drifts: favour new probes
+    if (off_steps_left_ > 0) {
+      --off_steps_left_;
+      return false;
+    }
+    start_trial();  // the steps while off were baseline samples
   }
   return phase_ == GuardPhase::kTrial;
+}
+
+void Speculator::start_trial() {
+  phase_ = GuardPhase::kTrial;
+  phase_steps_ = trial_plain_steps_ = unmeasured_steps_ = 0;
+  trial_base_seconds_ = trial_seconds_ = 0;
+  if (trial_steps_ == 0) trial_steps_ = config_.guard_trial_steps;
 }
 
 void Speculator::record_step(bool speculated, int32_t num_seqs, int64_t tokens, double seconds) {
   if (!config_.speed_guard || seconds <= 0 || num_seqs <= 0) return;
   Rate& base = base_[std::min(num_seqs, kMaxGuardSeqs)];
-  if (phase_ == GuardPhase::kProbe && !speculated) {
-    base.tokens += static_cast<double>(tokens);
-    base.seconds += seconds;
-    if (++phase_steps_ >= config_.guard_probe_steps) {
-      phase_ = GuardPhase::kTrial;
-      phase_steps_ = unmeasured_steps_ = 0;
-      trial_base_seconds_ = trial_seconds_ = 0;
-    }
-  } else if (phase_ == GuardPhase::kTrial) {
-    if (base.tokens <= 0) {
-      // No baseline at this batch size: after a few such steps, go and measure one.
-      if (++unmeasured_steps_ >= config_.guard_probe_steps) {
-        phase_ = GuardPhase::kProbe;
-        phase_steps_ = 0;
-      }
-      return;
-    }
-    trial_base_seconds_ += static_cast<double>(tokens) * base.seconds / base.tokens;
-    trial_seconds_ += seconds;
-    if (trial_steps_ == 0) trial_steps_ = config_.guard_trial_steps;
-    if (++phase_steps_ >= trial_steps_) {
-      last_speedup_ = trial_base_seconds_ / trial_seconds_;
+  if (!speculated) {
+    base.tokens = kBaseDecay * base.tokens + static_cast<double>(tokens);
+    base.seconds = kBaseDecay * base.seconds + seconds;
+    if (phase_ == GuardPhase::kTrial) ++trial_plain_steps_;
+    if (phase_ == GuardPhase::kProbe && ++phase_steps_ >= config_.guard_probe_steps) start_trial();
+    return;
+  }
+  if (phase_ != GuardPhase::kTrial) return;  // drafts proposed just before a verdict
+  if (base.tokens <= 0) {
+    // No baseline at this batch size: after a few such steps, go and measure one.
+    if (++unmeasured_steps_ >= config_.guard_probe_steps) {
+      phase_ = GuardPhase::kProbe;
       phase_steps_ = 0;
-      if (last_speedup_ >= config_.guard_min_speedup) {
-        // It pays: re-measure the baseline, then speculate for a longer trial.
-        phase_ = GuardPhase::kProbe;
-        for (Rate& r : base_) r.tokens *= 0.5, r.seconds *= 0.5;
-        next_off_steps_ = 64;
-        trial_steps_ = std::min(trial_steps_ * 2, 512);
-      } else {
-        phase_ = GuardPhase::kOff;
-        trial_steps_ = config_.guard_trial_steps;
-        off_steps_left_ = next_off_steps_;
-        next_off_steps_ = std::min(config_.guard_max_off_steps, next_off_steps_ * 2);
-      }
     }
+    return;
+  }
+  trial_base_seconds_ += static_cast<double>(tokens) * base.seconds / base.tokens;
+  trial_seconds_ += seconds;
+  if (++phase_steps_ < trial_steps_) return;
+  last_speedup_ = trial_base_seconds_ / trial_seconds_;
+  if (last_speedup_ >= config_.guard_min_speedup) {
+    // It pays: a trial twice as long, after a probe unless the baseline was refreshed meanwhile.
+    next_off_steps_ = 64;
+    trial_steps_ = std::min(trial_steps_ * 2, 512);
+    const bool fresh = trial_plain_steps_ >= config_.guard_probe_steps;
+    if (fresh) {
+      start_trial();
+    } else {
+      phase_ = GuardPhase::kProbe;
+      phase_steps_ = 0;
+    }
+  } else {
+    phase_ = GuardPhase::kOff;
+    trial_steps_ = config_.guard_trial_steps;
+    off_steps_left_ = next_off_steps_;
+    next_off_steps_ = std::min(config_.guard_max_off_steps, next_off_steps_ * 2);
   }
 }
 

@@ -18,13 +18,17 @@
 //   * per step, no speculation once the batch holds more than max_batch_for_spec sequences:
 //     batched decode is then no longer memory-bound, and verifying k extra tokens per sequence
 //     costs real compute.
-//   * engine-wide, the safety net, a wall-clock guard: decode-only steps with speculation are
-//     timed against probe windows without it; when speculating does not pay — a draft model too
-//     slow for its acceptance, verification compute on a busy machine, anything the cost model
-//     misses — it is switched off, with exponential back-off before the next trial. Baselines are
-//     kept per batch size (number of sequences in the step): a trial step is charged the time its
-//     tokens would have taken without speculation at the same batch size, so a batch shrinking or
-//     growing between probe and trial is not mistaken for a speed-up or a slow-down.
+//   * engine-wide, the safety net, a wall-clock guard: speculative decode-only steps are timed
+//     against the baseline of steps without drafts; when speculating does not pay — a draft model
+//     too slow for its acceptance, verification compute on a busy machine, anything the cost
+//     model misses — it is switched off, with exponential back-off before the next trial.
+//     Baselines are kept per batch size (number of sequences in the step): a trial step is
+//     charged the time its tokens would have taken without speculation at the same batch size,
+//     so a batch shrinking or growing is not mistaken for a speed-up or a slow-down. Every step
+//     without drafts is a baseline sample, whatever the phase (a decaying sum, so recent steps
+//     dominate): within a trial such steps (the cost model declining, n-gram misses) interleave
+//     with the speculative ones, so load that comes and goes hits both sides alike, and a trial
+//     counts speculative steps only — a trial in which nothing was proposed is no verdict.
 // Expected tokens per target step for acceptance α and k drafts: (1 − α^(k+1)) / (1 − α).
 #pragma once
 #include <cstdint>
@@ -47,7 +51,7 @@ struct SpeculatorConfig {
   int32_t max_backoff_steps = 64;
   bool speed_guard = true;             // the wall-clock guard (tests of exact draft counts turn it off)
   int32_t guard_probe_steps = 8;       // decode steps without speculation to measure the baseline
-  int32_t guard_trial_steps = 16;      // decode steps with speculation per trial
+  int32_t guard_trial_steps = 16;      // speculative decode steps in the first trial
   double guard_min_speedup = 1.0;      // keep speculating only at >= this speed-up
   int32_t guard_max_off_steps = 2048;  // longest back-off after failed trials
   int32_t max_catch_up_per_remaining = 4;  // heuristic: draft catch-up tokens per remaining token
@@ -139,15 +143,18 @@ class Speculator {
  private:
   enum class GuardPhase { kProbe, kTrial, kOff };
   static constexpr int32_t kMaxGuardSeqs = 16;  // batch sizes above share the last baseline
+  static constexpr double kBaseDecay = 0.9;     // weight of older baseline samples, per sample
   struct Rate {
-    double tokens = 0, seconds = 0;  // non-speculative decode-only steps of one batch size
+    double tokens = 0, seconds = 0;  // decaying sums over steps without drafts, one batch size
   };
+  void start_trial();
   GuardPhase phase_ = GuardPhase::kProbe;
-  int32_t phase_steps_ = 0;      // decode steps recorded in this phase
-  int32_t unmeasured_steps_ = 0; // kTrial: steps at a batch size without a baseline
-  int32_t off_steps_left_ = 0;   // kOff: steps until the next probe
+  int32_t phase_steps_ = 0;      // kProbe: steps without drafts; kTrial: speculative steps
+  int32_t trial_plain_steps_ = 0;  // kTrial: steps without drafts (fresh baseline samples)
+  int32_t unmeasured_steps_ = 0; // kTrial: speculative steps at a batch size without a baseline
+  int32_t off_steps_left_ = 0;   // kOff: steps until the next trial
   int32_t next_off_steps_ = 64;  // back-off after the next failed trial
-  Rate base_[kMaxGuardSeqs + 1];  // [num_seqs] baselines; halved at each probe (recent dominate)
+  Rate base_[kMaxGuardSeqs + 1];  // [num_seqs] baselines
   double trial_base_seconds_ = 0, trial_seconds_ = 0;  // kTrial: baseline time of its tokens, actual
   double last_speedup_ = 0.0;
   int32_t trial_steps_ = 0;      // length of the current trial (grows while speculation pays)

@@ -53,13 +53,39 @@ TEST(Speculator, GuardTurnsOffSpeculationThatIsSlower) {
     s.record_step(true, 1, 2, 0.040);
   }
   EXPECT_DOUBLE_EQ(s.guard_speedup(), 0.5);
-  // Off for 64 steps, then a new probe.
+  // Off for 64 steps (baseline samples all), then a new trial at once.
   int off = 0;
   while (!s.allow_step() && off < 1000) {
     ++off;
-    if (off > 64) s.record_step(false, 1, 1, 0.010);  // probe steps
+    s.record_step(false, 1, 1, 0.010);
   }
-  EXPECT_EQ(off, 64 + 8);
+  EXPECT_EQ(off, 64);
+}
+
+TEST(Speculator, GuardJudgesOnlySpeculativeStepsAgainstAnInterleavedBaseline) {
+  SpeculatorConfig c = config_without_guard();
+  c.speed_guard = true;
+  Speculator s(c);
+  for (int i = 0; i < 8; ++i) s.record_step(false, 1, 1, 0.010);  // probe: 10 ms per token
+  // A trial in which nothing is proposed (the cost model declines): no verdict, ever.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(s.allow_step()) << i;
+    s.record_step(false, 1, 1, 0.010);
+  }
+  EXPECT_EQ(s.guard_speedup(), 0.0);
+  // Then the machine gets busy: plain steps take 20 ms, speculative ones 3 tokens per 45 ms
+  // (1.33x). Against the probe's 10 ms per token that would read 0.67x and switch speculation
+  // off; the plain steps interleaved with the trial move the baseline (decay 0.9 per sample):
+  // sum over the 16 trial steps of 3 x base rate / (16 x 45 ms) = 1.1001.
+  Speculator busy(c);
+  for (int i = 0; i < 8; ++i) busy.record_step(false, 1, 1, 0.010);
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(busy.allow_step()) << i;
+    busy.record_step(false, 1, 1, 0.020);
+    busy.record_step(true, 1, 3, 0.045);
+  }
+  EXPECT_NEAR(busy.guard_speedup(), 1.1001, 1e-4);
+  EXPECT_TRUE(busy.allow_step());  // 16 fresh baseline samples: the next trial needs no probe
 }
 
 TEST(Speculator, GuardKeepsSpeculationThatPays) {
@@ -104,15 +130,15 @@ TEST(Speculator, GuardComparesLikeBatchSizes) {
     s.record_step(true, 1, 3, 0.015);
   }
   EXPECT_DOUBLE_EQ(s.guard_speedup(), 2.0);
-  // A trial mixing batch 8 without drafts (as fast as its baseline) and batch 1 with them:
-  // baseline time 16 x 20 ms + 16 x 30 ms against 16 x 20 ms + 16 x 15 ms = 800 / 560.
+  // A trial (now 32 speculative steps) mixing batch 8 without drafts and batch 1 with them: the
+  // batch-8 steps refresh their own baseline and leave the verdict to the batch-1 ones.
   for (int i = 0; i < 8; ++i) s.record_step(false, 1, 1, 0.010);
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 32; ++i) {
     ASSERT_TRUE(s.allow_step());
     s.record_step(false, 8, 8, 0.020);
     s.record_step(true, 1, 3, 0.015);
   }
-  EXPECT_NEAR(s.guard_speedup(), 800.0 / 560.0, 1e-12);
+  EXPECT_NEAR(s.guard_speedup(), 2.0, 1e-12);
 }
 
 TEST(Speculator, GuardChargesProposerOverheadOfPrefillSteps) {
