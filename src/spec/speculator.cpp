@@ -194,7 +194,9 @@ void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
 }
 
 void Speculator::record_miss(int64_t seq_id) {
-  if (!config_.adaptive) return;
+  // The cost model prices a miss as what it is, a lookup (the proposer's time): no verification
+  // ran, so nothing was lost and the next step may well find a match.
+  if (!config_.adaptive || config_.cost_model) return;
   SeqStats& s = stats_of(seq_id);
   if (++s.num_misses >= 4) {  // repeated misses: stop searching for a while
     back_off(s);

@@ -106,7 +106,8 @@ class Speculator {
   int32_t num_tokens_to_propose(int64_t seq_id, int32_t num_running);
   // Outcome of a verification: `proposed` drafts, `accepted` of them accepted.
   void record(int64_t seq_id, int32_t proposed, int32_t accepted);
-  // A step where the proposer found nothing for the sequence (n-gram miss): counts toward backoff.
+  // A step where the proposer found nothing for the sequence (n-gram miss): the heuristic backs
+  // off after 4 in a row.
   void record_miss(int64_t seq_id);
   void remove(int64_t seq_id) { seqs_.erase(seq_id); }
   // The synthetic proposer of SpecTestHooks: replaces each draft token, with probability

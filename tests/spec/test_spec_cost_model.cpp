@@ -137,6 +137,15 @@ TEST(SpeculatorPlan, LowAlphaBacksOffThenProbesWithOneDraft) {
   EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 1);            // 1.4176 x 10 / 12 = 1.18
 }
 
+TEST(SpeculatorPlan, ProposerMissesCostNothingAndDoNotBackOff) {
+  Speculator s(cost_model_config(0.7));
+  record_times(s, {10, 11, 16}, 0);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 1) << i;
+    s.record_miss(1);  // the n-gram found no match: no verification ran
+  }
+}
+
 TEST(SpeculatorPlan, DraftCatchUpMustPayBackOverTheRemainingTokens) {
   Speculator s(cost_model_config(0.7));
   record_times(s, {10, 11, 16}, 1);
