@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "engine/engine_impl.h"
+#include "kv/block_hash.h"
 #include "sample/sampler.h"
 #include "util/log.h"
 
@@ -137,6 +138,7 @@ void EngineImpl::drain_messages() {
       nr.stop = sched::stop_params_from(req.params, eos_ids_);
       nr.num_samples = req.params.n;
       nr.cache_salt = msg.cache_salt;
+      req.cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
       Status added = scheduler_->add_request(std::move(nr));
       if (!added.ok()) {
         for (int32_t i = 0; i < req.params.n; ++i) {

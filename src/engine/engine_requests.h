@@ -31,6 +31,7 @@ struct ActiveRequest {
   std::optional<Clock::time_point> first_scheduled, first_token;
   int32_t num_cached_prompt_tokens = 0;
   int32_t num_finished_samples = 0;
+  uint64_t cache_extra_key = 0;                     // kv::hash_cache_salt(cache salt), 0 = none
 };
 
 struct EngineMessage {

@@ -103,7 +103,7 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     ActiveRequest& req = *spec_samples_[i].first;
     const SampleState& sample = *spec_samples_[i].second;
     if (draft_) {
-      draft_requests_.push_back({seq_id, req.prompt_ids, sample.output_ids, k, &req.params});
+      draft_requests_.push_back({seq_id, req.prompt_ids, sample.output_ids, k, &req.params, req.cache_extra_key});
       continue;
     }
     spec_context_.assign(req.prompt_ids.begin(), req.prompt_ids.end());

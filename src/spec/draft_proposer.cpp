@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "util/check.h"
 
@@ -25,7 +26,7 @@ kv::KvCacheConfig draft_kv_config(const ModelConfig& mc, const DraftProposerConf
   kv::KvCacheConfig kc;
   kc.num_blocks = draft_num_blocks(mc, c);
   kc.block_size = c.block_size;
-  kc.enable_prefix_caching = false;  // draft KV is private per sequence and rolled back freely
+  kc.enable_prefix_caching = c.enable_prefix_caching;  // committed blocks only (see the header)
   return kc;
 }
 
@@ -224,12 +225,26 @@ std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> re
     if (inserted) st.rng = sample::Rng(config_.seed ^ static_cast<uint64_t>(r.seq_id));
     num_tokens_[i] = L;
     const std::span<const int32_t> t = committed(i);
-    const auto mismatch = std::mismatch(st.fed.begin(), st.fed.end(), t.begin(), t.end());
-    const auto common = std::min<int32_t>(static_cast<int32_t>(mismatch.first - st.fed.begin()), L - 1);
-    st.fed.resize(static_cast<size_t>(common));
-    kv_manager_.truncate(r.seq_id, common);
-    auto alloc = kv_manager_.allocate_slots(r.seq_id, common, L + k - 1 - common);
-    if (!alloc) {
+    kv::extend_block_hashes(st.hashes, t, config_.block_size, r.cache_extra_key);
+    std::optional<kv::SlotAllocation> alloc;
+    int32_t common = 0;
+    if (!kv_manager_.contains(r.seq_id)) {
+      // First blocks of the sequence: start from the longest cached prefix of T.
+      const kv::PrefixHit hit = kv_manager_.get_computed_blocks({r.seq_id, t, st.hashes, r.cache_extra_key});
+      common = hit.num_tokens;
+      st.fed.assign(t.begin(), t.begin() + common);
+      alloc = kv_manager_.allocate_slots(r.seq_id, common, L + k - 1 - common, &hit);
+      if (alloc) stats_.num_prefix_hit_tokens += common;
+    } else {
+      const auto mismatch = std::mismatch(st.fed.begin(), st.fed.end(), t.begin(), t.end());
+      common = std::min<int32_t>(static_cast<int32_t>(mismatch.first - st.fed.begin()), L - 1);
+      st.fed.resize(static_cast<size_t>(common));
+      kv_manager_.truncate(r.seq_id, common);
+      alloc = kv_manager_.allocate_slots(r.seq_id, common, L + k - 1 - common);
+    }
+    if (alloc) {
+      for (const kv::CowCopy& c : alloc->cow_copies) kv_->copy_block(c.src_block, c.dst_block);
+    } else {
       // The draft cache is full: this sequence sits out the step and gives its blocks back.
       stats_.num_cache_full += 1;
       release(r.seq_id);
@@ -268,6 +283,12 @@ std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> re
       if (!c.wants_logits) continue;
       choose(requests[c.request], st, logits_.data() + row++ * vocab, results[c.request]);
     }
+  }
+  // T is computed for every sequence now: its full blocks may serve later sequences.
+  for (size_t i = 0; i < num_reqs; ++i) {
+    if (!states_[i]) continue;
+    kv_manager_.cache_blocks({requests[i].seq_id, committed(i), states_[i]->hashes, requests[i].cache_extra_key},
+                             num_tokens_[i]);
   }
   const Clock::time_point draft_start = Clock::now();
   last_call_.catch_up_seconds = std::chrono::duration<double>(draft_start - catch_up_start).count();

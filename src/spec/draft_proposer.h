@@ -20,6 +20,13 @@
 // call's step 1 keeps exactly the accepted drafts' KV and overwrites the rest: no notification of
 // the verification outcome is needed.
 //
+// Prefix caching (on by default, as for the target): full blocks of committed tokens (never drafts)
+// enter the draft's own prefix cache after their catch-up, and a sequence the draft meets for the
+// first time starts from the longest cached prefix of its T (capped at L - 1 tokens, blocks keyed
+// by the request's cache salt), so a shared system prompt or an earlier turn of a chat is not
+// prefilled by the draft again. Rolled-back positions are never inside a cached block: T only
+// grows, so the common prefix of step 1 is at least the previous call's L.
+//
 // Greedy requests get greedy drafts (argmax after the request's penalties); sampling requests get
 // drafts drawn from q = Sampler::compute_probs(draft logits) and the q rows [k][vocab] for the
 // RejectionSampler, which makes the output exactly the target's distribution. Draft draws use a
@@ -34,6 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kv/block_hash.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
@@ -53,6 +61,7 @@ struct DraftProposerConfig {
   int32_t block_size = 16;                  // token slots per draft KV block
   int64_t kv_cache_bytes = int64_t{256} << 20;  // the draft's own KV budget (bytes)
   kernels::KvDType kv_dtype = kernels::KvDType::kF16;
+  bool enable_prefix_caching = true;        // committed full blocks shared across sequences
   int32_t num_threads = 1;                  // threads of the pool passed to propose()
   uint64_t seed = 0;                        // draft sampling streams are Rng(seed ^ seq_id)
 };
@@ -64,6 +73,7 @@ struct DraftRequest {
   std::span<const int32_t> output;          // [num_output] committed output tokens
   int32_t num_drafts = 0;                   // k for this sequence, 1..num_speculative_tokens
   const SamplingParams* params = nullptr;   // greedy -> argmax drafts; else drawn from q
+  uint64_t cache_extra_key = 0;             // kv::hash_cache_salt of the request's salt (0 = none)
 };
 
 struct DraftResult {
@@ -75,6 +85,7 @@ struct DraftStats {
   int64_t num_forwards = 0;                 // draft forward passes
   int64_t num_tokens_fed = 0;               // tokens run through the draft (catch-up + drafts)
   int64_t num_cache_full = 0;               // sequences skipped because the draft KV was full
+  int64_t num_prefix_hit_tokens = 0;        // committed tokens served by the draft's prefix cache
 };
 
 // What one propose() call did, with wall times (the cost model's inputs, see speculator.h).
@@ -111,6 +122,7 @@ class DraftProposer {
   int32_t num_computed(int64_t seq_id) const;
   int32_t num_sequences() const { return static_cast<int32_t>(seqs_.size()); }
   int32_t num_free_blocks() const { return kv_manager_.num_free_blocks(); }
+  void check_integrity() const { kv_manager_.check_integrity(); }  // the draft KV's block pool
   const LlamaModel& model() const { return *model_; }
   const DraftProposerConfig& config() const { return config_; }
   const DraftStats& stats() const { return stats_; }
@@ -119,6 +131,7 @@ class DraftProposer {
  private:
   struct SeqState {
     std::vector<int32_t> fed;               // [num_computed] tokens whose KV is in the draft cache
+    std::vector<kv::BlockHash> hashes;      // [L / block_size] chained hashes of T's full blocks
     sample::Rng rng;                        // draft sampling stream
   };
   // One ragged forward over `rows` (seq index into the call, chunk of tokens, start position);

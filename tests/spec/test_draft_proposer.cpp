@@ -122,6 +122,32 @@ TEST_F(DraftProposerTest, CatchUpAcrossPromptAndOutputIsOneForward) {
   EXPECT_GE(proposer.last_call().catch_up_seconds, 0.0);
 }
 
+TEST_F(DraftProposerTest, PrefixCacheServesCommittedBlocksOnly) {
+  DraftProposer proposer(load_stories(), small_config(4));
+  const SamplingParams p = greedy();
+  DraftRequest a{1, prompt_, output(30), 4, &p};  // T = 31 tokens, drafts fed at 31..33
+  ASSERT_EQ(proposer.propose({&a, 1}, pool_)[0].tokens, expected(30, 4));
+  EXPECT_EQ(proposer.stats().num_prefix_hit_tokens, 0);
+  // Only block 0 ([0, 16)) is all committed tokens; block 1 holds position 31, a draft.
+  DraftRequest b{2, prompt_, output(40), 4, &p};  // T = 41 tokens
+  EXPECT_EQ(proposer.propose({&b, 1}, pool_)[0].tokens, expected(40, 4));
+  EXPECT_EQ(proposer.stats().num_prefix_hit_tokens, 16);
+  EXPECT_EQ(proposer.last_call().num_catch_up_tokens, 41 - 16);
+  // b cached [0, 32): a third sequence with the same T starts there; another cache salt does not.
+  DraftRequest c{3, prompt_, output(40), 4, &p};
+  EXPECT_EQ(proposer.propose({&c, 1}, pool_)[0].tokens, expected(40, 4));
+  EXPECT_EQ(proposer.last_call().num_catch_up_tokens, 41 - 32);
+  proposer.check_integrity();
+  DraftRequest d{4, prompt_, output(40), 4, &p, /*cache_extra_key=*/77};
+  EXPECT_EQ(proposer.propose({&d, 1}, pool_)[0].tokens, expected(40, 4));
+  EXPECT_EQ(proposer.last_call().num_catch_up_tokens, 41);
+  EXPECT_EQ(proposer.stats().num_prefix_hit_tokens, 16 + 32);
+  // Released sequences leave their blocks cached (allocatable); the pool stays consistent.
+  for (int64_t id = 1; id <= 4; ++id) proposer.release(id);
+  EXPECT_EQ(proposer.num_sequences(), 0);
+  proposer.check_integrity();
+}
+
 TEST_F(DraftProposerTest, BatchedSequencesEqualOneAtATime) {
   DraftProposer batched(load_stories(), small_config(3));
   DraftProposer single(load_stories(), small_config(3));
