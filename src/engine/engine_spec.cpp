@@ -84,9 +84,13 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     const auto num_total = static_cast<int32_t>(req.prompt_ids.size()) + num_output;
     const int32_t max_k = std::min(req.params.max_tokens - num_output - 1, info_.context_length - num_total - 1);
     if (max_k <= 0) continue;
-    // Tokens the draft has not seen (prompt and output, its own KV aside) beyond the one or two
-    // that every proposal feeds first (the last committed tokens).
-    const int32_t num_catch_up = draft_ ? std::max(0, num_total - draft_->num_computed(seq_id) - 2) : 0;
+    // Tokens the draft has not seen (prompt and output, its own KV and prefix cache aside) beyond
+    // the one or two that every proposal feeds first (the last committed tokens).
+    int32_t num_catch_up = 0;
+    if (draft_) {
+      const spec::DraftRequest probe{seq_id, req.prompt_ids, sample->output_ids, 0, nullptr, req.cache_extra_key};
+      num_catch_up = std::max(0, num_total - draft_->num_reusable(probe) - 2);
+    }
     spec_candidates_.push_back({seq_id, max_k, num_catch_up, req.params.max_tokens - num_output});
     spec_samples_.emplace_back(&req, sample);
   }

@@ -129,6 +129,15 @@ int32_t DraftProposer::num_computed(int64_t seq_id) const {
   return it == seqs_.end() ? 0 : static_cast<int32_t>(it->second.fed.size());
 }
 
+int32_t DraftProposer::num_reusable(const DraftRequest& r) {
+  if (kv_manager_.contains(r.seq_id)) return num_computed(r.seq_id);
+  probe_tokens_.assign(r.prompt.begin(), r.prompt.end());
+  probe_tokens_.insert(probe_tokens_.end(), r.output.begin(), r.output.end());
+  probe_hashes_.clear();
+  kv::extend_block_hashes(probe_hashes_, probe_tokens_, config_.block_size, r.cache_extra_key);
+  return kv_manager_.get_computed_blocks({r.seq_id, probe_tokens_, probe_hashes_, r.cache_extra_key}).num_tokens;
+}
+
 void DraftProposer::forward(std::span<const Chunk> chunks, std::span<const DraftRequest> requests,
                             ThreadPool& pool) {
   const int32_t block_size = config_.block_size;

@@ -120,6 +120,9 @@ class DraftProposer {
 
   // Tokens whose KV the draft holds for the sequence (0 if unknown).
   int32_t num_computed(int64_t seq_id) const;
+  // Tokens of the request's T the draft would not have to feed: num_computed() for a sequence it
+  // holds, else the longest cached prefix it would start from. No side effects.
+  int32_t num_reusable(const DraftRequest& request);
   int32_t num_sequences() const { return static_cast<int32_t>(seqs_.size()); }
   int32_t num_free_blocks() const { return kv_manager_.num_free_blocks(); }
   void check_integrity() const { kv_manager_.check_integrity(); }  // the draft KV's block pool
@@ -162,6 +165,8 @@ class DraftProposer {
   std::vector<int32_t> committed_;
   std::vector<size_t> committed_begin_;
   std::vector<Chunk> chunks_;
+  std::vector<int32_t> probe_tokens_;       // num_reusable() scratch: T and its block hashes
+  std::vector<kv::BlockHash> probe_hashes_;
   // Batch scratch, capacity reserved once.
   std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
   std::vector<int64_t> slots_;

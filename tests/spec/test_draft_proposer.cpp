@@ -135,6 +135,8 @@ TEST_F(DraftProposerTest, PrefixCacheServesCommittedBlocksOnly) {
   EXPECT_EQ(proposer.last_call().num_catch_up_tokens, 41 - 16);
   // b cached [0, 32): a third sequence with the same T starts there; another cache salt does not.
   DraftRequest c{3, prompt_, output(40), 4, &p};
+  EXPECT_EQ(proposer.num_reusable(c), 32);
+  EXPECT_EQ(proposer.num_reusable(b), 41 + 3);  // b itself: T and d_1..d_3 are in its KV
   EXPECT_EQ(proposer.propose({&c, 1}, pool_)[0].tokens, expected(40, 4));
   EXPECT_EQ(proposer.last_call().num_catch_up_tokens, 41 - 32);
   proposer.check_integrity();
