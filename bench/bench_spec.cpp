@@ -11,6 +11,10 @@
 // "on" column is what a user gets. α = accepted / proposed; α_pos = the per-position fit
 // (accepted at position i / drafts that reached i), the i.i.d. acceptance the formula assumes.
 // The load average (/proc/loadavg) is printed before and after: numbers on a busy box are noise.
+// After the main table, the parts of a speculative step as the "on" engine's cost model measured
+// them (decode step time by tokens in the step, proposer forward, draft catch-up per token, all
+// relative to a plain 1-token step), the proposer's share of the decode time and the draft's
+// catch-up tokens and prefix-cache hits.
 // Workloads: n-gram on input-grounded prompts (repeat / rewrite / edit a given passage or code)
 // at batch 1 and 8; n-gram on open-ended prompts (low alpha) at batch 1 and 8; the draft model
 // (target T, draft D, e.g. F16 and Q8_0 made with `tessera quantize`) at batch 1 and 8.
@@ -56,6 +60,8 @@ const char* kOpen[] = {
     "What makes a good friend?",           "Describe a city in the far future.",
 };
 
+std::string g_parts;  // rows of the parts table, printed after the main one
+
 struct Options {
   std::string model = TESSERA_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   std::string draft_target;  // F16 target for the draft workload
@@ -77,6 +83,9 @@ MetricsSnapshot delta(const MetricsSnapshot& a, const MetricsSnapshot& b) {  // 
   d.spec_num_draft_tokens = b.spec_num_draft_tokens - a.spec_num_draft_tokens;
   d.spec_num_accepted_tokens = b.spec_num_accepted_tokens - a.spec_num_accepted_tokens;
   d.num_steps = b.num_steps - a.num_steps;
+  d.spec_propose_seconds = b.spec_propose_seconds - a.spec_propose_seconds;
+  d.spec_catch_up_tokens = b.spec_catch_up_tokens - a.spec_catch_up_tokens;
+  d.spec_draft_prefix_hit_tokens = b.spec_draft_prefix_hit_tokens - a.spec_draft_prefix_hit_tokens;
   d.spec_accepted_per_position = b.spec_accepted_per_position;
   for (size_t i = 0; i < d.spec_accepted_per_position.size() && i < a.spec_accepted_per_position.size(); ++i) {
     d.spec_accepted_per_position[i] -= a.spec_accepted_per_position[i];
@@ -167,7 +176,7 @@ void workload(const char* name, const std::string& model, const std::string& spe
   run(**off, {prompts[0]}, 1, 8);  // warm-up (page in the weights)
   run(**on, {prompts[0]}, 1, 8);
   std::vector<double> ratios;
-  double tps_off = 0, tps_on = 0;
+  double tps_off = 0, tps_on = 0, seconds_on = 0;
   MetricsSnapshot total;
   total.spec_accepted_per_position.assign(static_cast<size_t>(o.k), 0);
   for (int r = 0; r < o.rounds; ++r) {
@@ -180,6 +189,10 @@ void workload(const char* name, const std::string& model, const std::string& spe
     total.spec_num_drafts += b.metrics.spec_num_drafts;
     total.spec_num_draft_tokens += b.metrics.spec_num_draft_tokens;
     total.spec_num_accepted_tokens += b.metrics.spec_num_accepted_tokens;
+    total.spec_propose_seconds += b.metrics.spec_propose_seconds;
+    total.spec_catch_up_tokens += b.metrics.spec_catch_up_tokens;
+    total.spec_draft_prefix_hit_tokens += b.metrics.spec_draft_prefix_hit_tokens;
+    seconds_on += b.seconds;
     for (size_t i = 0; i < total.spec_accepted_per_position.size() && i < b.metrics.spec_accepted_per_position.size(); ++i) {
       total.spec_accepted_per_position[i] += b.metrics.spec_accepted_per_position[i];
     }
@@ -204,6 +217,26 @@ void workload(const char* name, const std::string& model, const std::string& spe
               median(ratios), *std::min_element(ratios.begin(), ratios.end()),
               *std::max_element(ratios.begin(), ratios.end()), per_pos.c_str());
   std::fflush(stdout);
+  // The parts of a speculative step, from the "on" engine's cost model (EMAs at the end): decode
+  // step time by tokens in the step (t(n), proposer excluded) relative to t(1), one proposer
+  // forward and the draft's catch-up per token relative to t(1), and the proposer's share of the
+  // measured decode time (catch-up included).
+  const MetricsSnapshot m = (*on)->metrics();
+  const double t1 = m.spec_step_seconds.size() > 1 ? m.spec_step_seconds[1] : 0.0;
+  std::string steps;
+  for (size_t n = 2; n < m.spec_step_seconds.size(); ++n) {
+    char cell[32];
+    std::snprintf(cell, sizeof cell, "%s%.2f", n > 2 ? " " : "", t1 > 0 && m.spec_step_seconds[n] > 0 ? m.spec_step_seconds[n] / t1 : 0.0);
+    steps += cell;
+  }
+  char line[512];
+  std::snprintf(line, sizeof line, "| %-28s | %5zu | %2d | %6.2f | %s | %5.2f | %5.3f | %4.1f%% | %6lld | %6lld |\n", name, batch, o.k,
+                t1 * 1e3, steps.c_str(), t1 > 0 ? m.spec_proposer_forward_seconds / t1 : 0.0,
+                t1 > 0 ? m.spec_catch_up_seconds_per_token / t1 : 0.0,
+                seconds_on > 0 ? 100.0 * total.spec_propose_seconds / seconds_on : 0.0,
+                static_cast<long long>(total.spec_catch_up_tokens),
+                static_cast<long long>(total.spec_draft_prefix_hit_tokens));
+  g_parts += line;
 }
 
 void run_all(const Options& o);
@@ -240,6 +273,10 @@ int main(int argc, char** argv) {
     std::printf("| **k = %d** | | | | | | | | | | | | |\n", k);
     run_all(o);
   }
+  std::printf("\nParts of a step (the on engine's cost model at the end of the workload; t(n) = decode step of n\n"
+              "tokens without the proposer, t_d = one proposer forward, t_c = draft catch-up per token):\n");
+  std::printf("| workload | batch | k | t(1) ms | t(2..k+1) / t(1) | t_d / t(1) | t_c / t(1) | proposer share | catch-up tokens | draft prefix hits |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n%s", g_parts.c_str());
   std::printf("load average at the end: %s\n", load_average().c_str());
   return 0;
 }

@@ -43,6 +43,13 @@ struct MetricsSnapshot {
   int64_t spec_num_draft_tokens = 0;     // proposed tokens
   int64_t spec_num_accepted_tokens = 0;  // accepted proposals
   std::vector<int64_t> spec_accepted_per_position;  // [k]: accepted at draft position i
+  double spec_propose_seconds = 0.0;     // wall time in the proposer (draft forwards, catch-up, lookups)
+  int64_t spec_catch_up_tokens = 0;      // tokens the draft model fed to catch up (prompts, gaps)
+  int64_t spec_draft_prefix_hit_tokens = 0;  // committed tokens the draft's prefix cache served
+  // Gauges: the speculation cost model's measured times (EMAs, seconds; 0 = not measured yet).
+  std::vector<double> spec_step_seconds; // [k + 2]: [n] = decode step of n tokens, proposer excluded
+  double spec_proposer_forward_seconds = 0.0;  // one proposer forward (draft model) or lookup
+  double spec_catch_up_seconds_per_token = 0.0;  // draft catch-up
   // Histograms (seconds).
   Histogram time_to_first_token;
   Histogram inter_token_latency;

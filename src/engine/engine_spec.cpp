@@ -137,6 +137,7 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
     speculator_->record_proposer(call.num_catch_up_forwards + call.num_draft_forwards,
                                  call.catch_up_seconds + call.draft_seconds);
   } else {
+    live_metrics_.spec_catch_up_tokens += call.num_catch_up_tokens;
     speculator_->record_catch_up(call.num_catch_up_tokens, call.catch_up_seconds);
     speculator_->record_proposer(call.num_draft_forwards, call.draft_seconds);
   }

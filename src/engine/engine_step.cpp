@@ -75,6 +75,7 @@ bool EngineImpl::step() {
       emitted += static_cast<int64_t>(result.sampled.sampled_token_ids[i].size());
       num_tokens += static_cast<int32_t>(s.token_ids.size());
     }
+    live_metrics_.spec_propose_seconds += propose_seconds_;
     if (decode_only) {
       const double seconds = seconds_between(step_start, Clock::now());
       speculator_->record_step(speculated, static_cast<int32_t>(out.seqs.size()), emitted, seconds);
@@ -183,6 +184,16 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
 void EngineImpl::publish_metrics() {
   const sched::SchedulerStats st = scheduler_->stats();
   MetricsSnapshot& m = live_metrics_;
+  if (speculator_) {
+    const spec::SpecCostModel& costs = speculator_->costs();
+    m.spec_step_seconds.resize(static_cast<size_t>(std::max(0, config_.num_speculative_tokens)) + 2);
+    for (size_t n = 1; n < m.spec_step_seconds.size(); ++n) {
+      m.spec_step_seconds[n] = costs.measured_target_step_seconds(static_cast<int32_t>(n));
+    }
+    m.spec_proposer_forward_seconds = costs.measured_proposer_forward_seconds();
+    m.spec_catch_up_seconds_per_token = costs.measured_catch_up_seconds_per_token();
+    if (draft_) m.spec_draft_prefix_hit_tokens = draft_->stats().num_prefix_hit_tokens;
+  }
   m.num_requests_running = st.num_running;
   m.num_requests_waiting = st.num_waiting;
   m.kv_cache_usage = st.kv.usage;

@@ -51,6 +51,8 @@ class SpecCostModel {
   double measured_target_step_seconds(int32_t num_tokens) const;  // 0 = not measured
   double proposer_forward_seconds() const;
   double catch_up_seconds_per_token() const;
+  double measured_proposer_forward_seconds() const { return proposer_forward_.set ? proposer_forward_.value : 0.0; }
+  double measured_catch_up_seconds_per_token() const { return catch_up_per_token_.set ? catch_up_per_token_.value : 0.0; }
 
   // Speed-up of a step of num_seqs sequences of which those listed propose drafts[i] tokens
   // accepted with probability alphas[i] (the others run 1 token each): see the file comment.
