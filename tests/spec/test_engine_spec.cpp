@@ -5,7 +5,8 @@
 //    and every sampled one too (p == q: the kernels are batch-invariant);
 //  - `tessera quantize` of stories260K to Q8_0 keeps the 172-wide FFN-down rows F32 and quantizes
 //    the rest; that Q8_0 file works as a (different) draft with greedy output still identical;
-//  - a draft config without a path is refused.
+//  - a draft config without a path is refused;
+//  - with the cost model and the guard on (timing decides), greedy output is still identical.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -77,6 +78,25 @@ INSTANTIATE_TEST_SUITE_P(Stories, GreedyEquivalence,
                            return info.param.speculative + "_b" + std::to_string(info.param.num_prompts) +
                                   "_k" + std::to_string(info.param.k);
                          });
+
+// With the wall-clock choices on (cost model and guard, as users run it), whether and how much to
+// speculate depends on timing; the tokens must not.
+TEST(GreedyEquivalenceWallClock, IdenticalTokensWhateverTheCostModelDecides) {
+  const auto prompts = stories_prompts(4);
+  for (const std::string speculative : {"ngram", "draft"}) {
+    for (size_t n : {size_t{1}, size_t{4}}) {
+      const std::vector<std::vector<int32_t>> some(prompts.begin(), prompts.begin() + static_cast<std::ptrdiff_t>(n));
+      EngineConfig off = engine_config(kStories, "", "", 3);
+      EngineConfig on = engine_config(kStories, speculative, speculative == "draft" ? kStories : "", 3);
+      off.speculative_speed_guard = on.speculative_speed_guard = true;
+      const auto base = run_engine(off, some, greedy_params());
+      const auto spec = run_engine(on, some, greedy_params());
+      for (size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(spec.tokens[i], base.tokens[i]) << speculative << " batch " << n << " prompt " << i;
+      }
+    }
+  }
+}
 
 TEST(SelfDraft, AlphaOneGivesKPlusOneTokensPerStep) {
   constexpr int32_t k = 4;
