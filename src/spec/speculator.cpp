@@ -141,12 +141,13 @@ int32_t Speculator::plan_alone(const SpecCandidate& c, SeqStats& s, int32_t num_
     return 0;
   }
   if (c.num_catch_up > 0) {
-    // Time saved per token generated (1 token per t(b) without drafts, E per speculative step)
-    // over the tokens still to come, against the draft's catch-up.
+    // The batch's time over the sequence's remaining steps, t(b) each without drafts, shrinks by
+    // the predicted speed-up S (the batch's: at b > 1 the other sequences wait for the longer
+    // step too): the saving R t(b) (1 - 1/S) must exceed the draft's catch-up.
     const int32_t k = probe ? 1 : alone.k;
-    const double base = costs_.target_step_seconds(num_running);
-    const double step = k * costs_.proposer_forward_seconds() + costs_.target_step_seconds(num_running + k);
-    const double saved = c.num_remaining * (base - step / expected_tokens(a, k));
+    const double speedup = probe ? costs_.predict_speedup(num_running, {&a, 1}, {&k, 1}) : alone.speedup;
+    const double saved = speedup > 0.0 ? c.num_remaining * costs_.target_step_seconds(num_running) * (1.0 - 1.0 / speedup)
+                                       : 0.0;
     const double cost = c.num_catch_up * costs_.catch_up_seconds_per_token();
     if (saved < cost * config_.min_predicted_speedup) return 0;
   }

@@ -155,6 +155,14 @@ TEST(SpeculatorPlan, DraftCatchUpMustPayBackOverTheRemainingTokens) {
   EXPECT_EQ(plan_one(s, {1, 4, 50, 40}), 1);
   EXPECT_EQ(plan_one(s, {2, 4, 50, 15}), 0);
   EXPECT_EQ(plan_one(s, {2, 4, 0, 15}), 1);  // up to date: nothing to earn back
+  // Batch 2, memory-bound verification: k = 3 alone gives the batch 1.374x ((1 + 2.533) / 13.5 ms
+  // against 2 / 10.5 ms), so R remaining steps save R x 10.5 ms x (1 - 1/1.374) = 2.858 R ms, not
+  // the 5.17 R ms this sequence alone would see: the other sequence waits for the longer steps.
+  Speculator b(cost_model_config(0.7));
+  record_times(b, {10, 10.5, 11, 11.5, 12}, 0.5);
+  b.record_catch_up(100, 0.1);
+  EXPECT_EQ(plan_one(b, {1, 4, 50, 15}, 2), 0);  // 42.9 ms < 52.5 ms
+  EXPECT_EQ(plan_one(b, {2, 4, 50, 20}, 2), 3);  // 57.2 ms
 }
 
 TEST(SpeculatorPlan, SequencesOfABatchArePlannedTogether) {
