@@ -78,7 +78,15 @@ bool EngineImpl::step() {
     live_metrics_.spec_propose_seconds += propose_seconds_;
     if (decode_only) {
       const double seconds = seconds_between(step_start, Clock::now());
-      speculator_->record_step(speculated, static_cast<int32_t>(out.seqs.size()), emitted, seconds);
+      const auto num_seqs = static_cast<int32_t>(out.seqs.size());
+      if (speculated) {
+        speculator_->record_step(true, num_seqs, emitted, seconds);
+      } else {
+        // A step without drafts is a baseline sample of plain decode; drafts proposed in it (a
+        // draft catching up before its first proposal) are speculation's cost, not the baseline's.
+        speculator_->record_overhead(propose_seconds_);
+        speculator_->record_step(false, num_seqs, emitted, seconds - propose_seconds_);
+      }
       speculator_->record_target_step(num_tokens, seconds - propose_seconds_);
     }
   }
