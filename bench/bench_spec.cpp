@@ -7,6 +7,7 @@
 //
 //   bench_spec [--model M] [--draft-target T --draft D] [--threads N] [--rounds R]
 //              [--max-tokens N] [--k K | --ks 2,4,8] [--only ngram|draft]
+//              [--batch 1|8] [--prompts grounded|open]      (one workload or a few)
 // Engines keep their defaults otherwise: adaptive k and the wall-clock speed guard are on, so the
 // "on" column is what a user gets. α = accepted / proposed; α_pos = the per-position fit
 // (accepted at position i / drafts that reached i), the i.i.d. acceptance the formula assumes.
@@ -69,6 +70,8 @@ struct Options {
   int32_t threads = 2, rounds = 3, max_tokens = 64, k = 4;
   std::vector<int32_t> ks;  // --ks: run every workload for each k
   std::string only;
+  int32_t batch = 0;     // --batch: only workloads of this batch (0 = all)
+  std::string prompts;   // --prompts: only "grounded" or "open" workloads
 };
 
 struct Measure {
@@ -152,6 +155,10 @@ double median(std::vector<double> v) {
 
 void workload(const char* name, const std::string& model, const std::string& speculative, const std::string& draft,
               const std::vector<std::string>& texts, size_t batch, const Options& o) {
+  if ((o.batch > 0 && static_cast<size_t>(o.batch) != batch) ||
+      (!o.prompts.empty() && std::string(name).find(o.prompts) == std::string::npos)) {
+    return;
+  }
   EngineConfig base;
   base.model_path = model;
   base.num_threads = o.threads;
@@ -259,6 +266,8 @@ int main(int argc, char** argv) {
       for (std::string item; std::getline(ss, item, ',');) o.ks.push_back(std::stoi(item));
     }
     else if (a == "--only") o.only = v;
+    else if (a == "--batch") o.batch = std::stoi(v);
+    else if (a == "--prompts") o.prompts = v;
     else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
   }
   if (o.ks.empty()) o.ks.push_back(o.k);
