@@ -134,6 +134,11 @@ class Engine {
   // Validates and enqueues. Errors (kInvalidArgument, kOutOfRange for a prompt that can never
   // fit, kResourceExhausted when the queue is full) are returned here, never later.
   virtual Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) = 0;
+  // Submits several requests as one message: the engine applies them between the same two steps,
+  // so they are scheduled together from the first step (a static batch, an offline batch; one
+  // submit() per request may let a step start in between). All or nothing: the first invalid
+  // request's error, and none is queued.
+  virtual Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) = 0;
   // Aborts a request (its blocks are freed between steps); unknown ids are ignored.
   virtual void abort(int64_t request_id) = 0;
 

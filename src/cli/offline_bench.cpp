@@ -68,16 +68,20 @@ RunResult run_once(Engine& engine, const Workload& w) {
   const auto reqs = make_requests(w, engine.model_info().vocab_size);
   const MetricsSnapshot before = engine.metrics();
   const Clock::time_point start = Clock::now();
-  std::vector<std::shared_ptr<RequestStream>> streams;
+  // One message for the whole workload: every request is queued before the first step (with one
+  // submit() each, a step could start in between and, under the static policy, seal a short
+  // first batch).
+  std::vector<GenerateRequest> batch;
   for (const auto& [ids, out_len] : reqs) {
     SamplingParams p;
     p.temperature = 0.0f;
     p.max_tokens = out_len;
     p.ignore_eos = true;
-    auto s = engine.submit({ids, p, ""});
-    TESSERA_CHECK(s.ok(), "bench request refused: {}", s.ok() ? "" : s.error().message);
-    streams.push_back(*s);
+    batch.push_back({ids, p, ""});
   }
+  auto submitted = engine.submit_all(std::move(batch));
+  TESSERA_CHECK(submitted.ok(), "bench request refused: {}", submitted.ok() ? "" : submitted.error().message);
+  const std::vector<std::shared_ptr<RequestStream>> streams = std::move(submitted.value());
   std::vector<double> ttft, tpot;
   int64_t out_tokens = 0, in_tokens = 0;
   // One reader thread per stream would cost 64 threads; read them in turn instead, blocking (up to

@@ -41,6 +41,10 @@ class EngineImpl final : public Engine {
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
+  Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override;
+  // Validates one request and builds its kAdd message (not queued); num_before: requests of the
+  // same submit_all() ahead of it, for the queue limit.
+  Result<EngineMessage> make_add_message(GenerateRequest request, int64_t num_before);
   void abort(int64_t request_id) override;
   MetricsSnapshot metrics() const override;
   int32_t num_unfinished_requests() const override { return num_unfinished_.load(); }

@@ -21,6 +21,34 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 Result<std::shared_ptr<RequestStream>> EngineImpl::submit(GenerateRequest request) {
+  std::vector<GenerateRequest> one;
+  one.push_back(std::move(request));
+  auto streams = submit_all(std::move(one));
+  if (!streams.ok()) return streams.error();
+  return std::move(streams.value().front());
+}
+
+Result<std::vector<std::shared_ptr<RequestStream>>> EngineImpl::submit_all(std::vector<GenerateRequest> requests) {
+  std::vector<EngineMessage> msgs;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (GenerateRequest& request : requests) {
+    auto msg = make_add_message(std::move(request), static_cast<int64_t>(msgs.size()));
+    if (!msg.ok()) return msg.error();
+    streams.push_back(msg.value().request->stream);
+    msgs.push_back(std::move(msg.value()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (EngineMessage& m : msgs) {
+      messages_.push_back(std::move(m));
+      num_unfinished_.fetch_add(1);
+    }
+  }
+  cv_.notify_all();
+  return streams;
+}
+
+Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int64_t num_before) {
   if (!accepting_.load()) {
     return make_error(ErrorCode::kResourceExhausted, "the engine is shutting down");
   }
@@ -58,7 +86,7 @@ Result<std::shared_ptr<RequestStream>> EngineImpl::submit(GenerateRequest reques
                       "budget or lower max_tokens",
                       blocks_needed, num_prompt + p.max_tokens, info_.num_kv_blocks);
   }
-  if (num_unfinished_.load() >= kMaxQueuedRequests) {
+  if (num_unfinished_.load() + num_before >= kMaxQueuedRequests) {
     return make_error(ErrorCode::kResourceExhausted, "too many requests in flight ({}); retry later",
                       kMaxQueuedRequests);
   }
@@ -77,20 +105,12 @@ Result<std::shared_ptr<RequestStream>> EngineImpl::submit(GenerateRequest reques
     s.output = std::make_unique<OutputProcessor>(*tokenizer_, p.stop, p.include_stop_str_in_output);
   }
   for (SampleState& s : req->samples) req->rng_ptrs.push_back(&s.rng);
-  std::shared_ptr<RequestStream> stream = req->stream;
-  std::string cache_salt = std::move(request.cache_salt);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    EngineMessage msg;
-    msg.kind = EngineMessage::Kind::kAdd;
-    msg.request_id = req->id;
-    msg.cache_salt = std::move(cache_salt);
-    msg.request = std::move(req);
-    messages_.push_back(std::move(msg));
-    num_unfinished_.fetch_add(1);
-  }
-  cv_.notify_all();
-  return stream;
+  EngineMessage msg;
+  msg.kind = EngineMessage::Kind::kAdd;
+  msg.request_id = req->id;
+  msg.cache_salt = std::move(request.cache_salt);
+  msg.request = std::move(req);
+  return msg;
 }
 
 void EngineImpl::abort(int64_t request_id) {

@@ -68,15 +68,15 @@ inline RequestResult drain(RequestStream& stream, int32_t num_samples) {
   return r;
 }
 
-// Submits every request at once (they share steps), then reads all streams.
+// Submits every request as one message (they are scheduled together from the first step), then
+// reads all streams.
 inline std::vector<RequestResult> run_batch(Engine& engine, const std::vector<TestRequest>& reqs) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const TestRequest& r : reqs) {
-    auto s = engine.submit({r.prompt, r.params, ""});
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
-    if (!s.ok()) return {};
-    streams.push_back(*s);
-  }
+  std::vector<GenerateRequest> batch;
+  for (const TestRequest& r : reqs) batch.push_back({r.prompt, r.params, ""});
+  auto submitted = engine.submit_all(std::move(batch));
+  EXPECT_TRUE(submitted.ok()) << (submitted.ok() ? "" : submitted.error().message);
+  if (!submitted.ok()) return {};
+  const std::vector<std::shared_ptr<RequestStream>>& streams = submitted.value();
   std::vector<RequestResult> out;
   for (size_t i = 0; i < streams.size(); ++i) out.push_back(drain(*streams[i], reqs[i].params.n));
   return out;

@@ -233,6 +233,19 @@ TEST(EngineStories, SeededSamplingIndependentOfBatch) {
 // done. Three requests of 2, 5 and 9 tokens admitted together: the 2-token lane idles for
 // 9 - 2 = 7 steps and the 5-token lane for 9 - 5 = 4, so exactly 11 pad rows are computed; the
 // tokens are those the continuous policy produces (pad rows never touch a real sequence).
+// submit_all is all or nothing: one invalid request refuses the whole batch and queues none.
+TEST(EngineStories, SubmitAllQueuesNothingWhenOneRequestIsInvalid) {
+  auto e = make_engine(base_config(kModel));
+  ASSERT_TRUE(e);
+  std::vector<GenerateRequest> batch;
+  batch.push_back({prompt_of(10, 1), greedy(3), ""});
+  batch.push_back({{}, greedy(3), ""});  // empty prompt
+  const auto r = e->submit_all(std::move(batch));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(e->num_unfinished_requests(), 0);
+}
+
 TEST(EngineStories, StaticPolicyComputesPadRowsForFinishedLanes) {
   const std::vector<TestRequest> reqs = {{prompt_of(30, 1), greedy(2)},
                                          {prompt_of(45, 2), greedy(5)},

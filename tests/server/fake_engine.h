@@ -49,6 +49,16 @@ class FakeEngine : public Engine {
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
+  // One submit() per request (the fake has no steps for them to fall between).
+  Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (GenerateRequest& r : requests) {
+      auto s = submit(std::move(r));
+      if (!s.ok()) return s.error();
+      streams.push_back(std::move(s.value()));
+    }
+    return streams;
+  }
   void abort(int64_t request_id) override;
   MetricsSnapshot metrics() const override;
   int32_t num_unfinished_requests() const override;
