@@ -165,18 +165,27 @@ void float_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end, int64_t i0)
   }
 }
 
+// Calls tile.template operator()<R>(i0) over the activation rows: tiles of kTile rows, then one
+// tail tile of 3, 2 or 1 rows.
+template <typename Tile>
+void over_activation_tiles(int64_t m, Tile&& tile) {
+  int64_t i0 = 0;
+  for (; i0 + kTile <= m; i0 += kTile) tile.template operator()<kTile>(i0);
+  switch (m - i0) {
+    case 3: tile.template operator()<3>(i0); break;
+    case 2: tile.template operator()<2>(i0); break;
+    case 1: tile.template operator()<1>(i0); break;
+    default: break;
+  }
+}
+
 // Float weights: chunks of kRowChunk weight rows (they stay in L1) against every tile of activation
 // rows.
 template <DType T>
 void float_tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   for (int64_t r0 = r_begin; r0 < r_end; r0 += kRowChunk) {
     const int64_t r1 = std::min(r_end, r0 + kRowChunk);
-    int64_t i0 = 0;
-    for (; i0 + kTile <= a.m; i0 += kTile) float_rows<T, kTile>(a, r0, r1, i0);
-    const int64_t left = a.m - i0;
-    if (left == 3) float_rows<T, 3>(a, r0, r1, i0);
-    if (left == 2) float_rows<T, 2>(a, r0, r1, i0);
-    if (left == 1) float_rows<T, 1>(a, r0, r1, i0);
+    over_activation_tiles(a.m, [&]<int R>(int64_t i0) { float_rows<T, R>(a, r0, r1, i0); });
   }
 }
 
@@ -184,12 +193,7 @@ void float_tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 template <DType T>
 void block32_tiles(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   for (int64_t r0 = r_begin; r0 < r_end; r0 += 8) {
-    int64_t i0 = 0;
-    for (; i0 + kTile <= a.m; i0 += kTile) block32_rows<T, kTile>(a, r0, r_end, i0);
-    const int64_t left = a.m - i0;
-    if (left == 3) block32_rows<T, 3>(a, r0, r_end, i0);
-    if (left == 2) block32_rows<T, 2>(a, r0, r_end, i0);
-    if (left == 1) block32_rows<T, 1>(a, r0, r_end, i0);
+    over_activation_tiles(a.m, [&]<int R>(int64_t i0) { block32_rows<T, R>(a, r0, r_end, i0); });
   }
 }
 
