@@ -28,33 +28,60 @@ void rmsnorm(const float* x, const float* weight, float eps, float* out, int64_t
   rmsnorm_ref(x, weight, eps, out, n, num_rows);
 }
 
+namespace {
+
+// Rotates the num_heads vectors of one token by cs = [head_dim / 2][2] (cos, sin).
+void rotate_token(float* x, int64_t num_heads, int64_t head_dim, RopeLayout layout, const float* cs) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < num_heads; ++h) {
+    float* v = x + h * head_dim;
+    if (layout == RopeLayout::kNormal) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1], c = cs[2 * i], s = cs[2 * i + 1];
+        v[2 * i] = x0 * c - x1 * s;
+        v[2 * i + 1] = x0 * s + x1 * c;
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x0 = v[i], x1 = v[i + half], c = cs[2 * i], s = cs[2 * i + 1];
+        v[i] = x0 * c - x1 * s;
+        v[i + half] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rope_table(const int32_t* positions, int64_t num_tokens, int64_t head_dim, const RopeParams& params,
+                float* table) {
+  TESSERA_CHECK(head_dim % 2 == 0, "rope: head_dim {} is odd", head_dim);
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t i = 0; i < half; ++i) {
+      float* cs = table + (t * half + i) * 2;
+      rope_cos_sin(positions[t], i, head_dim, params, &cs[0], &cs[1]);
+    }
+  }
+}
+
+void rope_with_table(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim, RopeLayout layout,
+                     const float* table) {
+  TESSERA_CHECK(head_dim % 2 == 0, "rope: head_dim {} is odd", head_dim);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, layout, table + t * head_dim);
+  }
+}
+
 void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const int32_t* positions, const RopeParams& params) {
   TESSERA_CHECK(head_dim % 2 == 0, "rope: head_dim {} is odd", head_dim);
   constexpr int64_t kMaxHalf = 512;
-  const int64_t half = head_dim / 2;
-  if (half > kMaxHalf) return rope_ref(x, num_tokens, num_heads, head_dim, positions, params);
-  float cos_table[kMaxHalf], sin_table[kMaxHalf];  // [half] for the current token
+  if (head_dim / 2 > kMaxHalf) return rope_ref(x, num_tokens, num_heads, head_dim, positions, params);
+  float cs[2 * kMaxHalf];  // the current token's (cos, sin) pairs
   for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t i = 0; i < half; ++i) {
-      rope_cos_sin(positions[t], i, head_dim, params, &cos_table[i], &sin_table[i]);
-    }
-    for (int64_t h = 0; h < num_heads; ++h) {
-      float* v = x + (t * num_heads + h) * head_dim;
-      if (params.layout == RopeLayout::kNormal) {
-        for (int64_t i = 0; i < half; ++i) {
-          const float x0 = v[2 * i], x1 = v[2 * i + 1];
-          v[2 * i] = x0 * cos_table[i] - x1 * sin_table[i];
-          v[2 * i + 1] = x0 * sin_table[i] + x1 * cos_table[i];
-        }
-      } else {
-        for (int64_t i = 0; i < half; ++i) {
-          const float x0 = v[i], x1 = v[i + half];
-          v[i] = x0 * cos_table[i] - x1 * sin_table[i];
-          v[i + half] = x0 * sin_table[i] + x1 * cos_table[i];
-        }
-      }
-    }
+    rope_table(positions + t, 1, head_dim, params, cs);
+    rotate_token(x + t * num_heads * head_dim, num_heads, head_dim, params.layout, cs);
   }
 }
 

@@ -35,6 +35,13 @@ void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
           const int32_t* positions, const RopeParams& params);
 void rope_ref(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
               const int32_t* positions, const RopeParams& params);
+// The cos/sin factors of a batch's positions, computed once and reused by every layer's rope
+// (they depend on the position only): table [num_tokens][head_dim / 2][2] = (cos, sin).
+void rope_table(const int32_t* positions, int64_t num_tokens, int64_t head_dim, const RopeParams& params,
+                float* table);
+// rope() with a table from rope_table(): the same bits.
+void rope_with_table(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim, RopeLayout layout,
+                     const float* table);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);

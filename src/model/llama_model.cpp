@@ -76,6 +76,7 @@ ForwardWorkspace::ForwardWorkspace(const ModelConfig& c, int32_t max_tokens, int
   gate.resize(n * static_cast<size_t>(c.ffn_dim));
   up.resize(n * static_cast<size_t>(c.ffn_dim));
   final_rows.resize(n * static_cast<size_t>(c.dim));
+  rope_cs.resize(n * static_cast<size_t>(c.head_dim));
 }
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, const LoadProgress& progress) {
@@ -165,6 +166,10 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     }
   }
 
+  {
+    OpScope scope(Op::kRope);  // the rotation factors of this batch's positions, for every layer
+    kernels::rope_table(batch.positions.data(), num_tokens, c.head_dim, c.rope, ws.rope_cs.data());
+  }
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
@@ -188,8 +193,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     }
     {
       OpScope scope(Op::kRope);
-      kernels::rope(ws.q.data(), num_tokens, c.num_heads, c.head_dim, batch.positions.data(), c.rope);
-      kernels::rope(ws.k.data(), num_tokens, c.num_kv_heads, c.head_dim, batch.positions.data(), c.rope);
+      kernels::rope_with_table(ws.q.data(), num_tokens, c.num_heads, c.head_dim, c.rope.layout, ws.rope_cs.data());
+      kernels::rope_with_table(ws.k.data(), num_tokens, c.num_kv_heads, c.head_dim, c.rope.layout, ws.rope_cs.data());
     }
     const kernels::KvLayer& kv_layer = kv.layer(l);
     {

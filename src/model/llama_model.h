@@ -53,6 +53,7 @@ class ForwardWorkspace {
   int32_t max_tokens_;
   std::vector<float> x, h, q, k, v, attn, gate, up;  // [max_tokens][width]
   std::vector<float> final_rows;                     // [max_tokens][dim]
+  std::vector<float> rope_cs;                        // [max_tokens][head_dim / 2][2] (cos, sin)
   kernels::AttnWorkspace attn_ws;
 };
 

@@ -78,8 +78,8 @@ TEST(Matmul, FastMatchesRefBitForBit) {
 // The packed AVX-512 kernel (matmul_pack.h) against the scalar twin and the AVX2 kernel on the GGUF
 // layout, on the shapes that hit its edges: an odd block count (cols 96, 1056), weight rows not a
 // multiple of the 16-row group (a zero-padded last group, masked stores), m not a multiple of the
-// 8-row tile (4, 2, 1-row tails), and row ranges that start and end inside a group (matmul_group
-// splits the fused rows of outputs of 19 and 35 rows across the pool's chunks).
+// 8-row tile (tails of 1 to 7 rows, one tile each), and row ranges that start and end inside a
+// group (matmul_group splits the fused rows of outputs of 19 and 35 rows across the pool's chunks).
 TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
   IsaRestorer restore;
   ThreadPool pool(2);
@@ -95,7 +95,7 @@ TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
       w0.pack();
       w1.pack();
       ASSERT_NE(w0.packed(), nullptr);
-      for (int64_t m : {1, 2, 9, 15, 16, 33, 131}) {
+      for (int64_t m : {1, 2, 3, 4, 6, 9, 15, 16, 33, 131}) {
         const auto x = random_x(m * cols, static_cast<uint32_t>(m * 3 + 1));
         std::vector<float> ref0(static_cast<size_t>(m * 19)), ref1(static_cast<size_t>(m * 35));
         matmul_ref(unpacked0, x.data(), m, ref0.data());

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -158,6 +159,12 @@ TEST(Ops, RopeFastMatchesRef) {
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
     EXPECT_LE(worst, kMaxAbsErrRope);
     EXPECT_NE(a, x);
+    // The forward computes the factors once per batch (rope_table) and rotates every layer's q
+    // and k with them: the same bits as rope().
+    std::vector<float> table(static_cast<size_t>(tokens * dim)), c = x;
+    rope_table(pos, tokens, dim, p, table.data());
+    rope_with_table(c.data(), tokens, heads, dim, layout, table.data());
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)), 0);
   }
 }
 
