@@ -115,14 +115,14 @@ int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t
   }
   // The whole partition's K and V regions are requested up front (at most kPartitionKeys keys of
   // one head: 64 KiB at head_dim 64, f16), so the first tile's misses overlap the later ones'
-  // instead of stalling one tile at a time; each tile then prefetches past the partition.
+  // instead of stalling one tile at a time.
   attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, key_lo, key_hi - key_lo);
   for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
     const int32_t n = std::min(kTileKeys, key_hi - tile);
-    // Prefetch the keys that come next (this partition's next tile, else the next partition's
-    // first, which the split schedule's next unit usually reads on this thread): decode is bound
-    // by memory latency on the scattered blocks, not by arithmetic.
-    const int32_t prefetch_n = std::clamp(last_pos + 1 - (tile + n), 0, kTileKeys);
+    // The last tile prefetches the keys past the partition (the next partition's first tile,
+    // which the split schedule's next unit usually reads on this thread); the partition's own
+    // were requested above. Decode is bound by memory latency on the scattered blocks.
+    const int32_t prefetch_n = tile + n == key_hi ? std::clamp(last_pos + 1 - key_hi, 0, kTileKeys) : 0;
     c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, prefetch_n, sc.kt.data(), sc.vt.data(),
                    sc.v_rows.data());
     const int32_t r0 = first_row_reaching(tile);

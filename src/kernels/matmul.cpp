@@ -38,7 +38,9 @@ T* grow(std::vector<T>& v, int64_t n) {
 
 std::atomic<bool> g_packed_enabled{true};
 
-bool packed_kernels_available() {
+// Whether this thread's ISA level runs the AVX-512 kernels (they need VNNI): the packed one over
+// packed weights, the float one otherwise.
+bool avx512_kernels_available() {
 #if !defined(TESSERA_FORCE_SCALAR)
   return isa_level() >= IsaLevel::kAvx512 && cpu_features().avx512vnni;
 #else
@@ -49,7 +51,7 @@ bool packed_kernels_available() {
 void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 #if !defined(TESSERA_FORCE_SCALAR)
   const IsaLevel level = isa_level();
-  if (level >= IsaLevel::kAvx512 && cpu_features().avx512vnni) {
+  if (avx512_kernels_available()) {
     if (a.packed && g_packed_enabled.load(std::memory_order_relaxed) && avx512::packed_rows(a, r_begin, r_end)) return;
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
   }
@@ -91,7 +93,7 @@ void WeightMatrix::pack() {
 }
 
 void WeightMatrix::pack_if_useful() {
-  if (packed_kernels_available()) pack();
+  if (avx512_kernels_available()) pack();
 }
 
 namespace {
