@@ -3,7 +3,9 @@
 #   LABEL unit, kernel and golden run by default (no downloads); e2e and model need the real
 #   SmolLM2 model and run under their label.
 
-set(TESSERA_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/../shared/testdata" CACHE PATH "shared test data")
+# A copy of ../shared/testdata (tiny stories260K model, llama.cpp tokenizer vectors) lives in
+# tests/data, so a clone anywhere runs its tests.
+set(TESSERA_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/tests/data" CACHE PATH "test models and tokenizer vectors")
 set(TESSERA_PROJECT_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/tests/data" CACHE PATH "project test data")
 
 function(tessera_add_test name)
