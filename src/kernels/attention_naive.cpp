@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/attention.h"
+#include "kernels/ops.h"
 #include "util/check.h"
 #include "util/fp16.h"
 
@@ -49,6 +50,9 @@ float dot(const float* a, const float* b, int32_t n) {
 void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v) {
   const int64_t row = int64_t{kv.num_kv_heads} * kv.head_dim;
   const int64_t num_slots = int64_t{kv.num_blocks} * kv.block_size;
+  constexpr int32_t kMaxHeadDim = 1024;
+  TESSERA_CHECK(kv.head_dim <= kMaxHeadDim, "head_dim {} too large", kv.head_dim);
+  uint16_t k_half[kMaxHeadDim];  // one head's K row in f16, before its scatter at stride block_size
   for (int32_t t = 0; t < md.num_tokens; ++t) {
     const int64_t slot = md.slot_mapping[t];
     if (slot < 0) continue;
@@ -63,20 +67,18 @@ void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const f
       if (kv.dtype == KvDType::kF32) {
         std::copy(vh, vh + kv.head_dim, static_cast<float*>(kv.v) + v_off);
       } else {
-        uint16_t* vd = static_cast<uint16_t*>(kv.v) + v_off;
-        for (int32_t d = 0; d < kv.head_dim; ++d) vd[d] = fp32_to_fp16(vh[d]);
+        fp32_to_fp16_row(vh, static_cast<uint16_t*>(kv.v) + v_off, kv.head_dim);
       }
     }
     for (int32_t h = 0; h < kv.num_kv_heads; ++h) {  // K: dimension d at stride block_size
       const int64_t off = k_offset(kv, block, in_block, h);
       const float* kh = ks + int64_t{h} * kv.head_dim;
-      for (int32_t d = 0; d < kv.head_dim; ++d) {
-        const int64_t e = off + int64_t{d} * kv.block_size;
-        if (kv.dtype == KvDType::kF32) {
-          static_cast<float*>(kv.k)[e] = kh[d];
-        } else {
-          static_cast<uint16_t*>(kv.k)[e] = fp32_to_fp16(kh[d]);
-        }
+      if (kv.dtype == KvDType::kF32) {
+        for (int32_t d = 0; d < kv.head_dim; ++d) static_cast<float*>(kv.k)[off + int64_t{d} * kv.block_size] = kh[d];
+      } else {
+        fp32_to_fp16_row(kh, k_half, kv.head_dim);
+        uint16_t* kd = static_cast<uint16_t*>(kv.k) + off;
+        for (int32_t d = 0; d < kv.head_dim; ++d) kd[int64_t{d} * kv.block_size] = k_half[d];
       }
     }
   }

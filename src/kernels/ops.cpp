@@ -92,6 +92,13 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   swiglu_ref(gate, up, out, n);
 }
 
+void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (use_avx2()) return avx2::fp32_to_fp16_row(x, out, n);
+#endif
+  fp32_to_fp16_row_ref(x, out, n);
+}
+
 void add_inplace(float* x, const float* y, int64_t n) {
 #if !defined(TESSERA_FORCE_SCALAR)
   if (use_avx2()) return avx2::add_inplace(x, y, n);

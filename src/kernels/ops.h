@@ -47,6 +47,11 @@ void rope_with_table(float* x, int64_t num_tokens, int64_t num_heads, int64_t he
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = fp32_to_fp16(x[i]) (util/fp16.h: round to nearest even, NaN -> quiet NaN without its
+// payload): the KV cache's f16 writes. The fast path converts 8 at a time with F16C.
+void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);
+void fp32_to_fp16_row_ref(const float* x, uint16_t* out, int64_t n);
+
 // x[i] += y[i].
 void add_inplace(float* x, const float* y, int64_t n);
 void add_inplace_ref(float* x, const float* y, int64_t n);

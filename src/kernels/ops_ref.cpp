@@ -4,6 +4,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_rope_table.h"
 #include "util/check.h"
+#include "util/fp16.h"
 
 namespace tessera::kernels {
 
@@ -44,6 +45,10 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void fp32_to_fp16_row_ref(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
 }
 
 void add_inplace_ref(float* x, const float* y, int64_t n) {

@@ -1,7 +1,9 @@
 // kernels/ops.h: every fast op against its _ref twin at each ISA level, plus hand-computed values.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -85,6 +87,31 @@ TEST(Ops, FastMatchesRef) {
       scale_ref(ab.data(), 0.37f, n);
       EXPECT_EQ(aa, ab);
       EXPECT_EQ(argmax(x.data(), n), argmax_ref(x.data(), n));
+    }
+  }
+}
+
+// The KV cache's f16 conversion: every fast path gives fp32_to_fp16's bits, over normal,
+// subnormal-half, rounding-tie, overflowing and special inputs (a NaN anywhere in a vector too).
+TEST(Ops, Fp32ToFp16RowMatchesScalarBitForBit) {
+  IsaGuard guard;
+  std::vector<float> x;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 4000; ++i) x.push_back(std::bit_cast<float>(bits(rng)));  // every exponent
+  for (float v : {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, 65519.99f, 1e-8f, -6.1e-5f, 5.96e-8f, 2.98e-8f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::bit_cast<float>(0x7f812345u)}) {
+    x.push_back(v);
+  }
+  for (uint32_t m = 0; m < 64; ++m) x.push_back(std::bit_cast<float>(0x3f801000u + (m << 13)));  // ties
+  for (IsaLevel level : levels()) {
+    set_isa_level(level);
+    for (size_t n : {x.size(), size_t{7}, size_t{64}}) {
+      std::vector<uint16_t> fast(n), ref(n);
+      fp32_to_fp16_row(x.data(), fast.data(), static_cast<int64_t>(n));
+      fp32_to_fp16_row_ref(x.data(), ref.data(), static_cast<int64_t>(n));
+      EXPECT_EQ(fast, ref) << isa_name(level) << " n=" << n;
     }
   }
 }

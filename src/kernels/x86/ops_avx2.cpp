@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include "util/fp16.h"
+
 namespace tessera::kernels::avx2 {
 namespace {
 
@@ -85,6 +87,21 @@ void add_inplace(float* x, const float* y, int64_t n) {
     _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   }
   for (; i < n; ++i) x[i] += y[i];
+}
+
+// vcvtps2ph rounds to nearest even like fp32_to_fp16 for every finite input and infinity; only a
+// NaN's payload bits differ, so a vector holding a NaN goes through the scalar conversion.
+void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) out[j] = fp32_to_fp16(x[j]);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
 }
 
 void scale(float* x, float s, int64_t n) {

@@ -11,5 +11,6 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add_inplace(float* x, const float* y, int64_t n);
 void scale(float* x, float s, int64_t n);
 void softmax(float* x, int64_t n);
+void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);
 
 }  // namespace tessera::kernels::avx2
