@@ -3,6 +3,8 @@
 // ISA kernel for the weight type, or the scalar one (bit-identical by construction).
 #include "kernels/matmul.h"
 
+#include "util/huge_buffer.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -94,6 +96,26 @@ void WeightMatrix::pack() {
 
 void WeightMatrix::pack_if_useful() {
   if (avx512_kernels_available()) pack();
+}
+
+void WeightMatrix::pack_all_if_useful(std::span<WeightMatrix* const> matrices) {
+  if (!avx512_kernels_available()) return;
+  auto needs_packing = [](const WeightMatrix* w) { return packable(w->type_) && !w->packed_ && w->rows_ > 0; };
+  constexpr size_t kAlign = 64;
+  size_t total = 0;
+  for (const WeightMatrix* w : matrices) {
+    if (needs_packing(w)) total += (packed_bytes(w->type_, w->rows_, w->cols_) + kAlign - 1) / kAlign * kAlign;
+  }
+  if (total == 0) return;
+  auto arena = std::make_shared<HugeBuffer>(total);
+  size_t offset = 0;
+  for (WeightMatrix* w : matrices) {
+    if (!needs_packing(w)) continue;
+    uint8_t* dst = arena->data() + offset;
+    pack_weights(w->type_, w->data_, w->rows_, w->cols_, dst);
+    w->packed_ = std::shared_ptr<const uint8_t>(arena, dst);  // shares the arena's ownership
+    offset += (packed_bytes(w->type_, w->rows_, w->cols_) + kAlign - 1) / kAlign * kAlign;
+  }
 }
 
 namespace {

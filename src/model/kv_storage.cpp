@@ -19,8 +19,7 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t num_blocks, int32_t bloc
   TESSERA_CHECK(num_blocks > 0 && block_size > 0, "KV storage needs blocks ({} x {})", num_blocks, block_size);
   block_bytes_ = static_cast<size_t>(block_size) * static_cast<size_t>(config.kv_dim()) * element_bytes(dtype);
   const size_t tensor_bytes = block_bytes_ * static_cast<size_t>(num_blocks);
-  // Zeroed so that a slot never written reads as 0, not garbage (it is never attended to).
-  data_.assign(tensor_bytes * 2 * static_cast<size_t>(config.num_layers), 0);
+  data_ = HugeBuffer(tensor_bytes * 2 * static_cast<size_t>(config.num_layers));
   layers_.resize(static_cast<size_t>(config.num_layers));
   for (int32_t l = 0; l < config.num_layers; ++l) {
     kernels::KvLayer& layer = layers_[static_cast<size_t>(l)];

@@ -10,6 +10,7 @@
 
 #include "kernels/attention.h"
 #include "model/model_config.h"
+#include "util/huge_buffer.h"
 
 namespace tessera {
 
@@ -34,7 +35,7 @@ class KvStorage {
   int32_t block_size_;
   kernels::KvDType dtype_;
   size_t block_bytes_;  // one block of one layer's K (or V)
-  std::vector<uint8_t> data_;
+  HugeBuffer data_;  // zero-filled: a slot never written reads as 0 (it is never attended to)
   std::vector<kernels::KvLayer> layers_;
 };
 
