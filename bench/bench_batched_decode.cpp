@@ -6,6 +6,7 @@
 // interleaved with ours, round by round; when it cannot run, its column says so.
 //
 //   build-x/bench/bench_batched_decode [--model M] [--rounds 3] [--threads 2] [--batches 1,2,4,...]
+//                                      [--kv-dtype f16|f32|q8] (our KV cache; the peer's stays f16)
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   std::string model = default_model_path();
   int32_t rounds = 3, threads = 2, in = 128, out = 128;
   bool peer = true;
+  std::string kv_dtype = "f16";
   std::vector<int32_t> batches = {1, 2, 4, 8, 16, 32};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -49,13 +51,14 @@ int main(int argc, char** argv) {
     else if (a == "--input-len") in = std::atoi(next().c_str());
     else if (a == "--output-len") out = std::atoi(next().c_str());
     else if (a == "--no-peer") peer = false;
+    else if (a == "--kv-dtype") kv_dtype = next();
     else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::atoi(x.c_str()));
     } else {
       std::fprintf(stderr, "usage: bench_batched_decode [--model M] [--rounds N] [--threads T] [--batches 1,2,4]"
-                           " [--input-len 128] [--output-len 128] [--no-peer]\n");
+                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8]\n");
       return 2;
     }
   }
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   c.max_model_len = in + out + 16;
   c.kv_cache_bytes = int64_t{512} << 20;
   c.enable_prefix_caching = false;
+  c.kv_dtype = kv_dtype;
   auto engine = Engine::create(c);
   if (!engine) {
     std::fprintf(stderr, "error: %s\n", engine.error().message.c_str());
@@ -96,8 +100,8 @@ int main(int argc, char** argv) {
                    peer_ok ? (", llama.cpp " + std::to_string(theirs[b].back())).c_str() : "");
     }
   }
-  std::printf("B4 batched decode: %s, %d in / %d out, %d threads, %d rounds (median (min-max))\n",
-              model.c_str(), in, out, threads, rounds);
+  std::printf("B4 batched decode: %s, %d in / %d out, %d threads, kv %s, %d rounds (median (min-max))\n",
+              model.c_str(), in, out, threads, kv_dtype.c_str(), rounds);
   if (!peer_ok) std::printf("llama.cpp peer: unavailable (bench/llama_batched_decode.py failed; see bench/README.md)\n");
   std::printf("%4s %26s %10s %26s %22s\n", "B", "tessera decode tok/s", "S(B)/S(1)", "llama.cpp tok/s",
               "tessera/llama.cpp");

@@ -31,7 +31,7 @@ struct EngineConfig {
   int64_t kv_cache_bytes = 0;
   double kv_cache_memory_fraction = 0.25;
   int32_t block_size = 16;                // token slots per KV block
-  std::string kv_dtype = "f16";           // "f16" | "f32"
+  std::string kv_dtype = "f16";           // "f16" | "f32" | "q8" (int8, one scale per token and head)
   bool enable_prefix_caching = true;
   // Batching: the throughput-versus-latency knob. More sequences per step amortize the weight read
   // (more tokens/s overall) and lengthen each step (higher time per output token for everyone).

@@ -45,8 +45,8 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   if (config.block_size < 1 || config.block_size > 1024) {
     return make_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config.block_size);
   }
-  if (config.kv_dtype != "f16" && config.kv_dtype != "f32") {
-    return make_error(ErrorCode::kInvalidArgument, "kv dtype '{}' must be f16 or f32", config.kv_dtype);
+  if (config.kv_dtype != "f16" && config.kv_dtype != "f32" && config.kv_dtype != "q8") {
+    return make_error(ErrorCode::kInvalidArgument, "kv dtype '{}' must be f16, f32 or q8", config.kv_dtype);
   }
   if (config.policy != "continuous" && config.policy != "static") {
     return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
@@ -65,7 +65,9 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
 
   const int32_t max_model_len =
       config.max_model_len > 0 ? std::min(config.max_model_len, mc.context_length) : std::min(mc.context_length, 8192);
-  const auto kv_dtype = config.kv_dtype == "f32" ? kernels::KvDType::kF32 : kernels::KvDType::kF16;
+  const auto kv_dtype = config.kv_dtype == "f32"  ? kernels::KvDType::kF32
+                        : config.kv_dtype == "q8" ? kernels::KvDType::kQ8
+                                                  : kernels::KvDType::kF16;
   const auto bytes_per_token = static_cast<int64_t>(KvStorage::bytes_per_token(mc, kv_dtype));
   int64_t budget = config.kv_cache_bytes;
   if (budget <= 0) {

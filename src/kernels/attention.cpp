@@ -60,6 +60,13 @@ struct SeqView {
   int32_t num_tiles;   // query tiles (tiled schedule)
 };
 
+// Keys [pos, pos + count) of one KV head of a sequence: what a work unit reads next, so that its
+// last tile can stream them in (count 0: nothing).
+struct KeyRange {
+  const int32_t* blocks = nullptr;
+  int32_t kv_head = 0, pos = 0, count = 0;
+};
+
 SeqView seq_view(const Call& c, int32_t s) {
   SeqView v;
   const AttnMetadata& md = c.md;
@@ -95,7 +102,8 @@ SeqView seq_view(const Call& c, int32_t s) {
 // rows that reach a key form a suffix. Rows with position >= the partition start get a fresh
 // partition state in sc.part. Returns the first such row.
 int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first_token,
-                      int32_t num_rows, int32_t part_index, AttnWorkspace::ThreadScratch& sc) {
+                      int32_t num_rows, int32_t part_index, const KeyRange& after,
+                      AttnWorkspace::ThreadScratch& sc) {
   const int32_t hd = c.head_dim;
   const int32_t stride = state_stride(hd);
   const int32_t key_lo = part_index * kPartitionKeys;
@@ -113,18 +121,17 @@ int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t
     st[hd] = kNegInf;
     st[hd + 1] = 0.0f;
   }
-  // The whole partition's K and V regions are requested up front (at most kPartitionKeys keys of
-  // one head: 64 KiB at head_dim 64, f16), so the first tile's misses overlap the later ones'
-  // instead of stalling one tile at a time.
-  attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, key_lo, key_hi - key_lo);
+  // The first tile is requested up front; every tile then streams in the next one's K and V
+  // between its own loads (the last tile: the next partition's first, which the split schedule's
+  // next unit usually reads on this thread). Decode is bound by memory latency on the scattered
+  // blocks.
+  attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, key_lo, std::min(kTileKeys, key_hi - key_lo));
   for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
     const int32_t n = std::min(kTileKeys, key_hi - tile);
-    // The last tile prefetches the keys past the partition (the next partition's first tile,
-    // which the split schedule's next unit usually reads on this thread); the partition's own
-    // were requested above. Decode is bound by memory latency on the scattered blocks.
-    const int32_t prefetch_n = tile + n == key_hi ? std::clamp(last_pos + 1 - key_hi, 0, kTileKeys) : 0;
-    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, prefetch_n, sc.kt.data(), sc.vt.data(),
-                   sc.v_rows.data());
+    attn_detail::PrefetchStream next =
+        tile + n < key_hi ? attn_detail::PrefetchStream(c.kv, sv.blocks, kv_head, tile + n, std::min(kTileKeys, key_hi - tile - n))
+                          : attn_detail::PrefetchStream(c.kv, after.blocks, after.kv_head, after.pos, after.count);
+    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.kt.data(), sc.vt.data(), sc.v_rows.data());
     const int32_t r0 = first_row_reaching(tile);
     c.tk.scores(sc.q_rows.data() + r0, num_rows - r0, sc.kt.data(), hd, c.scale, sc.scores.data());
     for (int32_t r = r0; r < num_rows; ++r) {
@@ -147,11 +154,11 @@ void set_q_rows(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first
 
 // Split schedule, phase 1: partials of one partition for all rows of the sequence.
 void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t kv_head,
-                    int32_t part_index, AttnWorkspace::ThreadScratch& sc) {
+                    int32_t part_index, const KeyRange& after, AttnWorkspace::ThreadScratch& sc) {
   const int32_t num_rows = sv.q_len * c.group;
   const int32_t stride = state_stride(c.head_dim);
   set_q_rows(c, sv, kv_head, 0, num_rows, sc);
-  const int32_t r_begin = run_partition(c, sv, kv_head, 0, num_rows, part_index, sc);
+  const int32_t r_begin = run_partition(c, sv, kv_head, 0, num_rows, part_index, after, sc);
   for (int32_t r = r_begin; r < num_rows; ++r) {
     const int64_t token = r / c.group;
     const int64_t head = int64_t{kv_head} * c.group + r % c.group;
@@ -174,7 +181,7 @@ void finish_split_row(const Call& c, const SeqView& sv, const float* partials, i
 
 // Tiled schedule: one query tile of one KV head group over all its partitions.
 void run_tiled_unit(const Call& c, const SeqView& sv, int32_t kv_head, int32_t tile,
-                    AttnWorkspace::ThreadScratch& sc) {
+                    const KeyRange& after, AttnWorkspace::ThreadScratch& sc) {
   const int32_t first_token = tile * c.tile_tokens;
   const int32_t num_tokens = std::min(c.tile_tokens, sv.q_len - first_token);
   const int32_t num_rows = num_tokens * c.group;
@@ -182,7 +189,10 @@ void run_tiled_unit(const Call& c, const SeqView& sv, int32_t kv_head, int32_t t
   set_q_rows(c, sv, kv_head, first_token, num_rows, sc);
   const int32_t last_pos = sv.first_pos + first_token + num_tokens - 1;
   for (int32_t k = 0; k <= last_pos / kPartitionKeys; ++k) {
-    const int32_t r_begin = run_partition(c, sv, kv_head, first_token, num_rows, k, sc);
+    const int32_t next_lo = (k + 1) * kPartitionKeys;
+    const KeyRange next_part{sv.blocks, kv_head, next_lo, std::min(kTileKeys, last_pos + 1 - next_lo)};
+    const int32_t r_begin =
+        run_partition(c, sv, kv_head, first_token, num_rows, k, next_lo <= last_pos ? next_part : after, sc);
     for (int32_t r = r_begin; r < num_rows; ++r) {
       float* total = sc.total.data() + int64_t{r} * stride;
       const float* part = sc.part.data() + int64_t{r} * stride;
@@ -268,21 +278,38 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
       pool.for_chunks(n, chunk, body);
     }
   };
-  on_pool(num_units, 1, [&](int64_t begin, int64_t end) {
+  struct Unit {
+    int32_t seq;
+    SeqView sv;
+    int32_t kv_head, index;  // index: partition (split) or reversed query tile (tiled)
+  };
+  auto unit_at = [&](int64_t u) {
+    const int64_t* it = std::upper_bound(ws.unit_offset.data(), ws.unit_offset.data() + md.num_seqs + 1, u);
+    const int32_t s = static_cast<int32_t>(it - ws.unit_offset.data()) - 1;
+    const SeqView sv = seq_view(c, s);
+    const int64_t local = u - ws.unit_offset[s];
+    const int32_t per_head = sv.split ? sv.num_parts : sv.num_tiles;
+    return Unit{s, sv, static_cast<int32_t>(local / per_head), static_cast<int32_t>(local % per_head)};
+  };
+  // The first keys a unit reads (its partition's, or partition 0 for a tiled unit).
+  auto first_keys = [&](const Unit& x) {
+    const int32_t lo = x.sv.split ? x.index * kPartitionKeys : 0;
+    return KeyRange{x.sv.blocks, x.kv_head, lo, std::min(kTileKeys, md.seq_lens[x.seq] - lo)};
+  };
+  // Units in chunks of consecutive ones (about 4 per thread), so a thread knows the unit it runs
+  // next and its last tile streams that unit's first keys in.
+  const int64_t unit_chunk = std::max<int64_t>(1, num_units / (int64_t{num_threads} * 4));
+  on_pool(num_units, unit_chunk, [&](int64_t begin, int64_t end) {
     const int slot = ws.claim_slot();
     AttnWorkspace::ThreadScratch& sc = ws.threads[slot];
     for (int64_t u = begin; u < end; ++u) {
-      const int64_t* it = std::upper_bound(ws.unit_offset.data(), ws.unit_offset.data() + md.num_seqs + 1, u);
-      const int32_t s = static_cast<int32_t>(it - ws.unit_offset.data()) - 1;
-      const SeqView sv = seq_view(c, s);
-      const int64_t local = u - ws.unit_offset[s];
-      const int32_t per_head = sv.split ? sv.num_parts : sv.num_tiles;
-      const int32_t kv_head = static_cast<int32_t>(local / per_head);
-      const int32_t index = static_cast<int32_t>(local % per_head);
-      if (sv.split) {
-        run_split_unit(c, sv, partials + ws.partial_offset[s], kv_head, index, sc);
+      const Unit x = unit_at(u);
+      const KeyRange after = u + 1 < end ? first_keys(unit_at(u + 1)) : KeyRange{};
+      if (x.sv.split) {
+        run_split_unit(c, x.sv, partials + ws.partial_offset[x.seq], x.kv_head, x.index, after, sc);
       } else {
-        run_tiled_unit(c, sv, kv_head, per_head - 1 - index, sc);  // costliest tiles first
+        const int32_t per_head = x.sv.num_tiles;
+        run_tiled_unit(c, x.sv, x.kv_head, per_head - 1 - x.index, after, sc);  // costliest tiles first
       }
     }
     ws.release_slot(slot);

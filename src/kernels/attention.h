@@ -11,7 +11,9 @@
 //   partitions' (max, sum, accumulator) in ascending order, whatever the scheduling.
 // - No allocation per call once the workspace has seen the largest step (reserve() up front).
 #pragma once
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,7 +23,14 @@
 
 namespace tessera::kernels {
 
-enum class KvDType { kF32, kF16 };
+// kQ8: int8 values with one f32 scale per (slot, head) row of K and of V (symmetric, like the
+// activation quantization of matmul_canon.h): d = amax / 127, q = round-half-even(x * 127 / amax)
+// (q = 0, d = 0 when amax = 0), read back as float(q) * d. Half the bytes of f16, which is what
+// a batched decode step spends its attention time reading.
+enum class KvDType { kF32, kF16, kQ8 };
+
+// Bytes of one K or V element (kQ8: the int8; the scales are kept apart, KvLayer::k_scale).
+inline int32_t kv_element_bytes(KvDType t) { return t == KvDType::kF32 ? 4 : t == KvDType::kF16 ? 2 : 1; }
 
 // One layer's paged K and V storage, head-major within each block: one KV head's keys of a block
 // are one contiguous range in K and one in V (an attention work unit reads one KV head), and K is
@@ -36,7 +45,28 @@ struct KvLayer {
   int32_t block_size = 0;    // tokens per block
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  // kQ8 only: the scale of each K and each V row, [num_blocks][num_kv_heads][block_size] (scale_offset).
+  float* k_scale = nullptr;
+  float* v_scale = nullptr;
 };
+
+// Index into KvLayer::k_scale / v_scale of the row of the key in slot `in_block` of `block`, head kv_head.
+inline int64_t scale_offset(const KvLayer& kv, int64_t block, int32_t in_block, int32_t kv_head) {
+  return (block * kv.num_kv_heads + kv_head) * kv.block_size + in_block;
+}
+
+// kQ8 quantization of one row x[n] into q[n]; returns its scale d (see KvDType).
+inline float quantize_kv_row(const float* x, int32_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (int32_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  if (!(amax > 0.0f)) {
+    for (int32_t i = 0; i < n; ++i) q[i] = 0;
+    return 0.0f;
+  }
+  const float inv = 127.0f / amax;
+  for (int32_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * inv));
+  return amax / 127.0f;
+}
 
 // Element offset in KvLayer::k of dimension 0 of the key in slot `in_block` of `block`, head
 // kv_head; dimension d is d * block_size elements further.

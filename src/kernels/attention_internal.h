@@ -16,15 +16,17 @@ namespace tessera::kernels::attn_detail {
 // m the running max of the scaled scores (-inf before any key) and l = sum exp(s - m).
 inline int32_t state_stride(int32_t head_dim) { return head_dim + 2; }
 
+class PrefetchStream;
+
 struct TileKernels {
   // Gathers keys [key_begin, key_begin + n) of kv_head from the paged cache (blocks: the
   // sequence's block ids): kt[d * kTileKeys + j] = K[key_begin + j][d] as f32 for j < n and 0 for
   // n <= j < kTileKeys; v_rows[j] = that key's V row as f32 (into the cache for f32 KV, into
   // vt [kTileKeys][head_dim] for f16 KV). 1 <= n <= kTileKeys.
-  // It may also prefetch the next prefetch_n keys (key_begin + n ...), which the caller promises
-  // are valid positions of the sequence (0: none); prefetching changes no result.
+  // It may also issue the lines of `next` (the keys the caller reads after this tile; null: none)
+  // between its own loads; prefetching changes no result.
   void (*load_tile)(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                    int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows);
+                    int32_t n, PrefetchStream* next, float* kt, float* vt, const float** v_rows);
   // s[r * kTileKeys + j] = scale * (sum over d ascending of q_rows[r][d] * kt[d][j]) for all
   // kTileKeys columns of num_rows rows.
   void (*scores)(const float* const* q_rows, int32_t num_rows, const float* kt, int32_t head_dim,
@@ -77,16 +79,23 @@ class KeyCursor {
   int64_t offset_;
 };
 
-// Prefetches (for reading, into all cache levels) the K and V of kv_head for the keys
+// Prefetches (for reading, into L2) the K and V of kv_head for the keys
 // [pos, pos + count) of the sequence whose block table is `blocks`: the head's whole K and V
 // regions ([head_dim][block_size] and [block_size][head_dim]) of each block touched.
+inline void prefetch_line(const void* p) {
+#if defined(__x86_64__)
+  // GCC treats __builtin_prefetch as free of effects and deletes a loop that does nothing else
+  // (every prefetch of this file was gone from the binary); a volatile asm is never deleted.
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
+
 inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos,
                           int32_t count) {
-  // GCC deems a function whose only effects are prefetches pure and deletes its calls; the empty
-  // volatile asm (no clobbers) keeps them.
-  asm volatile("");
   if (count <= 0) return;
-  const int64_t elem = kv.dtype == KvDType::kF16 ? 2 : 4;
+  const int64_t elem = kv_element_bytes(kv.dtype);
   const int64_t row_bytes = elem * kv.head_dim;
   const char* k = static_cast<const char*>(kv.k);
   const char* v = static_cast<const char*>(kv.v);
@@ -95,11 +104,55 @@ inline void prefetch_keys(const KvLayer& kv, const int32_t* blocks, int32_t kv_h
     const char* k_region = k + k_offset(kv, block, 0, kv_head) * elem;
     const char* v_region = v + v_offset(kv, block, 0, kv_head) * elem;
     for (int64_t b = 0; b < region; b += 64) {
-      __builtin_prefetch(k_region + b, 0, 3);
-      __builtin_prefetch(v_region + b, 0, 3);
+      prefetch_line(k_region + b);
+      prefetch_line(v_region + b);
+    }
+    if (kv.dtype == KvDType::kQ8) {  // the block's K and V row scales of this head
+      prefetch_line(kv.k_scale + scale_offset(kv, block, 0, kv_head));
+      prefetch_line(kv.v_scale + scale_offset(kv, block, 0, kv_head));
     }
   });
 }
+
+// The cache lines of keys [pos, pos + count) of kv_head (the whole K and V regions of each block
+// they touch), handed out a few at a time: a tile kernel issues them between its own loads, so
+// the next tile streams in while this one is converted. (Hundreds of prefetches in one burst
+// overflow the fill buffers, and most of them are dropped.) kQ8 scale lines are issued at once.
+class PrefetchStream {
+ public:
+  PrefetchStream() = default;  // empty
+  PrefetchStream(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos, int32_t count) {
+    if (count <= 0) return;
+    const int64_t elem = kv_element_bytes(kv.dtype);
+    lines_per_region_ = static_cast<int32_t>((elem * kv.head_dim * kv.block_size + 63) / 64);
+    const char* k = static_cast<const char*>(kv.k);
+    const char* v = static_cast<const char*>(kv.v);
+    for_key_runs(kv, blocks, pos, count, [&](int32_t block, int32_t, int32_t, int32_t) {
+      if (num_regions_ + 2 > kMaxRegions) return;
+      regions_[num_regions_++] = k + k_offset(kv, block, 0, kv_head) * elem;
+      regions_[num_regions_++] = v + v_offset(kv, block, 0, kv_head) * elem;
+      if (kv.dtype == KvDType::kQ8) {
+        prefetch_line(kv.k_scale + scale_offset(kv, block, 0, kv_head));
+        prefetch_line(kv.v_scale + scale_offset(kv, block, 0, kv_head));
+      }
+    });
+  }
+  int32_t total_lines() const { return num_regions_ * lines_per_region_; }
+  // Lines to issue per key of a tile of n keys so that all are out by its end.
+  int32_t lines_per_key(int32_t n) const { return (total_lines() + n - 1) / n; }
+  // Issues the next n lines (fewer at the end).
+  void issue(int32_t n) {
+    for (; n > 0 && region_ < num_regions_; --n) {
+      prefetch_line(regions_[region_] + int64_t{line_} * 64);
+      if (++line_ == lines_per_region_) line_ = 0, ++region_;
+    }
+  }
+
+ private:
+  static constexpr int32_t kMaxRegions = 16;  // 8 blocks: a whole tile at block size >= 8
+  const char* regions_[kMaxRegions] = {};
+  int32_t num_regions_ = 0, lines_per_region_ = 0, region_ = 0, line_ = 0;
+};
 
 const TileKernels& tile_kernels_ref();
 // nullptr when the build has no such file (TESSERA_FORCE_SCALAR) or head_dim is unsupported.

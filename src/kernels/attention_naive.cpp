@@ -16,6 +16,12 @@ namespace {
 const float* v_row(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos, float* tmp) {
   const int64_t off = v_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
   if (kv.dtype == KvDType::kF32) return static_cast<const float*>(kv.v) + off;
+  if (kv.dtype == KvDType::kQ8) {
+    const int8_t* q = static_cast<const int8_t*>(kv.v) + off;
+    const float d = kv.v_scale[scale_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head)];
+    for (int32_t i = 0; i < kv.head_dim; ++i) tmp[i] = static_cast<float>(q[i]) * d;
+    return tmp;
+  }
   const uint16_t* h = static_cast<const uint16_t*>(kv.v) + off;
   for (int32_t d = 0; d < kv.head_dim; ++d) tmp[d] = fp16_to_fp32(h[d]);
   return tmp;
@@ -24,10 +30,16 @@ const float* v_row(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, in
 // Key `pos` of kv_head gathered into `tmp` as f32 (K is stored transposed within a block).
 const float* k_row(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t pos, float* tmp) {
   const int64_t off = k_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
+  const float scale = kv.dtype == KvDType::kQ8
+                          ? kv.k_scale[scale_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head)]
+                          : 0.0f;
   for (int32_t d = 0; d < kv.head_dim; ++d) {
     const int64_t e = off + int64_t{d} * kv.block_size;
-    tmp[d] = kv.dtype == KvDType::kF32 ? static_cast<const float*>(kv.k)[e]
-                                       : fp16_to_fp32(static_cast<const uint16_t*>(kv.k)[e]);
+    switch (kv.dtype) {
+      case KvDType::kF32: tmp[d] = static_cast<const float*>(kv.k)[e]; break;
+      case KvDType::kF16: tmp[d] = fp16_to_fp32(static_cast<const uint16_t*>(kv.k)[e]); break;
+      case KvDType::kQ8: tmp[d] = static_cast<float>(static_cast<const int8_t*>(kv.k)[e]) * scale; break;
+    }
   }
   return tmp;
 }
@@ -66,6 +78,9 @@ void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const f
       const int64_t v_off = v_offset(kv, block, in_block, h);
       if (kv.dtype == KvDType::kF32) {
         std::copy(vh, vh + kv.head_dim, static_cast<float*>(kv.v) + v_off);
+      } else if (kv.dtype == KvDType::kQ8) {
+        kv.v_scale[scale_offset(kv, block, in_block, h)] =
+            quantize_kv_row(vh, kv.head_dim, static_cast<int8_t*>(kv.v) + v_off);
       } else {
         fp32_to_fp16_row(vh, static_cast<uint16_t*>(kv.v) + v_off, kv.head_dim);
       }
@@ -75,6 +90,11 @@ void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const f
       const float* kh = ks + int64_t{h} * kv.head_dim;
       if (kv.dtype == KvDType::kF32) {
         for (int32_t d = 0; d < kv.head_dim; ++d) static_cast<float*>(kv.k)[off + int64_t{d} * kv.block_size] = kh[d];
+      } else if (kv.dtype == KvDType::kQ8) {
+        int8_t* q = reinterpret_cast<int8_t*>(k_half);  // one head's K row, before its scatter
+        kv.k_scale[scale_offset(kv, block, in_block, h)] = quantize_kv_row(kh, kv.head_dim, q);
+        int8_t* kd = static_cast<int8_t*>(kv.k) + off;
+        for (int32_t d = 0; d < kv.head_dim; ++d) kd[int64_t{d} * kv.block_size] = q[d];
       } else {
         fp32_to_fp16_row(kh, k_half, kv.head_dim);
         uint16_t* kd = static_cast<uint16_t*>(kv.k) + off;

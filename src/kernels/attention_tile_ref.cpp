@@ -12,7 +12,7 @@ namespace {
 
 
 void load_tile_ref(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                   int32_t n, int32_t /*prefetch_n: none here*/, float* kt, float* vt,
+                   int32_t n, PrefetchStream* /*next: no prefetching here*/, float* kt, float* vt,
                    const float** v_rows) {
   const int32_t hd = kv.head_dim;
   for (int32_t j = 0; j < n; ++j) {
@@ -23,6 +23,13 @@ void load_tile_ref(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, in
       const float* k = static_cast<const float*>(kv.k) + k_off;
       for (int32_t d = 0; d < hd; ++d) kt[d * kTileKeys + j] = k[int64_t{d} * kv.block_size];
       v_rows[j] = static_cast<const float*>(kv.v) + off;
+    } else if (kv.dtype == KvDType::kQ8) {
+      const int64_t s = scale_offset(kv, blocks[pos / kv.block_size], pos % kv.block_size, kv_head);
+      const int8_t* k = static_cast<const int8_t*>(kv.k) + k_off;
+      const int8_t* v = static_cast<const int8_t*>(kv.v) + off;
+      for (int32_t d = 0; d < hd; ++d) kt[d * kTileKeys + j] = static_cast<float>(k[int64_t{d} * kv.block_size]) * kv.k_scale[s];
+      for (int32_t d = 0; d < hd; ++d) vt[j * hd + d] = static_cast<float>(v[d]) * kv.v_scale[s];
+      v_rows[j] = vt + j * hd;
     } else {
       const uint16_t* k = static_cast<const uint16_t*>(kv.k) + k_off;
       const uint16_t* v = static_cast<const uint16_t*>(kv.v) + off;

@@ -5,12 +5,15 @@
 namespace tessera {
 
 namespace {
-size_t element_bytes(kernels::KvDType dtype) { return dtype == kernels::KvDType::kF16 ? 2 : 4; }
+size_t element_bytes(kernels::KvDType dtype) { return static_cast<size_t>(kernels::kv_element_bytes(dtype)); }
+// kQ8: one f32 scale per (token, head) row of K and of V.
+size_t scale_bytes_per_head_token(kernels::KvDType dtype) { return dtype == kernels::KvDType::kQ8 ? sizeof(float) : 0; }
 }  // namespace
 
 size_t KvStorage::bytes_per_token(const ModelConfig& config, kernels::KvDType dtype) {
-  return 2 * static_cast<size_t>(config.num_layers) * static_cast<size_t>(config.kv_dim()) *
-         element_bytes(dtype);
+  return 2 * static_cast<size_t>(config.num_layers) *
+         (static_cast<size_t>(config.kv_dim()) * element_bytes(dtype) +
+          static_cast<size_t>(config.num_kv_heads) * scale_bytes_per_head_token(dtype));
 }
 
 KvStorage::KvStorage(const ModelConfig& config, int32_t num_blocks, int32_t block_size,
@@ -19,12 +22,23 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t num_blocks, int32_t bloc
   TESSERA_CHECK(num_blocks > 0 && block_size > 0, "KV storage needs blocks ({} x {})", num_blocks, block_size);
   block_bytes_ = static_cast<size_t>(block_size) * static_cast<size_t>(config.kv_dim()) * element_bytes(dtype);
   const size_t tensor_bytes = block_bytes_ * static_cast<size_t>(num_blocks);
-  data_ = HugeBuffer(tensor_bytes * 2 * static_cast<size_t>(config.num_layers));
+  // kQ8 row scales after all the layers' K and V: per layer a K and a V array of
+  // [num_blocks][num_kv_heads][block_size] floats (kernels::scale_offset).
+  scale_block_bytes_ = static_cast<size_t>(block_size) * static_cast<size_t>(config.num_kv_heads) *
+                       scale_bytes_per_head_token(dtype);
+  const size_t scale_tensor_bytes = scale_block_bytes_ * static_cast<size_t>(num_blocks);
+  const size_t values_bytes = tensor_bytes * 2 * static_cast<size_t>(config.num_layers);
+  data_ = HugeBuffer(values_bytes + scale_tensor_bytes * 2 * static_cast<size_t>(config.num_layers));
   layers_.resize(static_cast<size_t>(config.num_layers));
   for (int32_t l = 0; l < config.num_layers; ++l) {
     kernels::KvLayer& layer = layers_[static_cast<size_t>(l)];
     layer.k = data_.data() + tensor_bytes * (2 * static_cast<size_t>(l));
     layer.v = data_.data() + tensor_bytes * (2 * static_cast<size_t>(l) + 1);
+    if (dtype == kernels::KvDType::kQ8) {
+      uint8_t* scales = data_.data() + values_bytes + scale_tensor_bytes * (2 * static_cast<size_t>(l));
+      layer.k_scale = reinterpret_cast<float*>(scales);
+      layer.v_scale = reinterpret_cast<float*>(scales + scale_tensor_bytes);
+    }
     layer.dtype = dtype;
     layer.num_blocks = num_blocks;
     layer.block_size = block_size;
@@ -40,6 +54,12 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
       auto* bytes = static_cast<uint8_t*>(base);
       std::memcpy(bytes + block_bytes_ * static_cast<size_t>(dst),
                   bytes + block_bytes_ * static_cast<size_t>(src), block_bytes_);
+    }
+    if (scale_block_bytes_ == 0) continue;
+    for (float* base : {layer.k_scale, layer.v_scale}) {
+      auto* bytes = reinterpret_cast<uint8_t*>(base);
+      std::memcpy(bytes + scale_block_bytes_ * static_cast<size_t>(dst),
+                  bytes + scale_block_bytes_ * static_cast<size_t>(src), scale_block_bytes_);
     }
   }
 }

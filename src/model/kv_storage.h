@@ -1,5 +1,5 @@
-// KvStorage: the bytes of the paged KV cache, one K and one V tensor per layer, f16 (default) or
-// f32: V [num_blocks][num_kv_heads][block_size][head_dim], K [num_blocks][num_kv_heads][head_dim]
+// KvStorage: the bytes of the paged KV cache, one K and one V tensor per layer, f16 (default),
+// f32 or q8 (int8 with per-row scales, kernels::KvDType): V [num_blocks][num_kv_heads][block_size][head_dim], K [num_blocks][num_kv_heads][head_dim]
 // [block_size] (head-major, K transposed within a block for the attention's K tiles,
 // kernels::KvLayer); a block is one contiguous range of each, which is all copy_block needs. The bookkeeping of
 // which block belongs to whom lives in kv/ (integers only); this class only holds the data and
@@ -35,6 +35,7 @@ class KvStorage {
   int32_t block_size_;
   kernels::KvDType dtype_;
   size_t block_bytes_;  // one block of one layer's K (or V)
+  size_t scale_block_bytes_ = 0;  // kQ8: one block's row scales of one layer's K (or V); else 0
   HugeBuffer data_;  // zero-filled: a slot never written reads as 0 (it is never attended to)
   std::vector<kernels::KvLayer> layers_;
 };

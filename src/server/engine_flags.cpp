@@ -11,7 +11,8 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text
   app.add_option("--kv-cache", kv_cache_text, "KV cache budget, e.g. 512MiB or 2GiB (GiB = 2^30, GB = 10^9; default: a quarter of free memory, at most 4 GiB)");
   app.add_option("--kv-cache-fraction", c.kv_cache_memory_fraction, "KV budget as a fraction of available memory");
   app.add_option("--block-size", c.block_size, "tokens per KV block");
-  app.add_option("--kv-dtype", c.kv_dtype, "KV cache element type: f16 or f32");
+  app.add_option("--kv-dtype", c.kv_dtype, "KV cache element type: f16, f32, or q8 (int8 with one f32 scale per token and head: half the "
+                 "bytes of f16, slightly different numerics)");
   app.add_flag("--no-prefix-caching{false},--prefix-caching{true}", c.enable_prefix_caching,
                "automatic prefix caching (on by default)");
   app.add_option("--max-num-seqs", c.max_num_seqs,

@@ -3,6 +3,7 @@
 // prefill, several chunks, token by token, batched with others) sees the same data.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -38,11 +39,18 @@ class PagedFixture {
     if (num_blocks % 7 == 0) ++num_blocks;  // the scramble below needs gcd(7, num_blocks) = 1
     kv_.num_blocks = num_blocks;
     const size_t elems = size_t(num_blocks) * block_size * num_kv_heads * head_dim;
-    const size_t bytes = elems * (dtype == KvDType::kF32 ? 4 : 2);
+    const size_t bytes = elems * static_cast<size_t>(kv_element_bytes(dtype));
     k_store_.assign(bytes, 0xff);  // NaN-ish garbage where nothing was written
     v_store_.assign(bytes, 0xff);
     kv_.k = k_store_.data();
     kv_.v = v_store_.data();
+    if (dtype == KvDType::kQ8) {  // row scales, garbage until written
+      const size_t rows = size_t(num_blocks) * block_size * num_kv_heads;
+      k_scale_store_.assign(rows, std::numeric_limits<float>::quiet_NaN());
+      v_scale_store_.assign(rows, std::numeric_limits<float>::quiet_NaN());
+      kv_.k_scale = k_scale_store_.data();
+      kv_.v_scale = v_scale_store_.data();
+    }
     std::vector<int32_t> ids(num_blocks);
     for (int32_t i = 0; i < num_blocks; ++i) ids[i] = (i * 7 + 3) % num_blocks;
     int32_t next = 0;
@@ -117,6 +125,7 @@ class PagedFixture {
   std::vector<int32_t> max_lens_;
   KvLayer kv_;
   std::vector<uint8_t> k_store_, v_store_;
+  std::vector<float> k_scale_store_, v_scale_store_;  // kQ8 only
   std::vector<std::vector<int32_t>> tables_;
 };
 

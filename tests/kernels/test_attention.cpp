@@ -102,6 +102,46 @@ TEST(WriteKv, PlacesRowsInTheirSlotsAndSkipsPadding) {
   }
 }
 
+// kQ8: each (slot, head) row of K and of V is int8 with its own scale d = amax / 127, q =
+// round-half-even(x / d); the row's largest magnitude maps to +-127 exactly, and the padding slot
+// writes nothing (its scales stay as they were).
+TEST(WriteKv, Q8RowsAndScales) {
+  const int32_t num_kv_heads = 2, head_dim = 4, block_size = 3, num_blocks = 4;
+  const int32_t row = num_kv_heads * head_dim;
+  std::vector<int8_t> k(size_t(num_blocks) * block_size * row, 0), v(k.size(), 0);
+  std::vector<float> k_scale(size_t(num_blocks) * block_size * num_kv_heads, -1.0f), v_scale(k_scale.size(), -1.0f);
+  KvLayer kv{k.data(), v.data(), KvDType::kQ8, num_blocks, block_size, num_kv_heads, head_dim};
+  kv.k_scale = k_scale.data();
+  kv.v_scale = v_scale.data();
+  // slot 7, head 0: K (1, -2, 0.5, 4) -> d = 4/127, q = (32, -64, 16, 127) (31.75 -> 32, 15.875 -> 16);
+  // head 1: all zero -> q = 0, d = 0. V = -K.
+  const std::vector<float> ks = {1.0f, -2.0f, 0.5f, 4.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> vs(ks.size());
+  for (size_t i = 0; i < ks.size(); ++i) vs[i] = -ks[i];
+  std::vector<float> ks2(2 * row), vs2(2 * row);
+  std::copy(ks.begin(), ks.end(), ks2.begin());
+  std::copy(vs.begin(), vs.end(), vs2.begin());
+  const int64_t slots[2] = {7, -1};
+  AttnMetadata md;
+  md.num_tokens = 2;
+  md.slot_mapping = slots;
+  write_kv(kv, md, ks2.data(), vs2.data());
+  const int64_t block = 7 / block_size;
+  const int32_t in_block = 7 % block_size;
+  const int8_t want[4] = {32, -64, 16, 127};
+  for (int d = 0; d < head_dim; ++d) {
+    EXPECT_EQ(k[k_offset(kv, block, in_block, 0) + int64_t{d} * block_size], want[d]) << d;
+    EXPECT_EQ(v[v_offset(kv, block, in_block, 0) + d], -want[d]) << d;
+    EXPECT_EQ(k[k_offset(kv, block, in_block, 1) + int64_t{d} * block_size], 0);
+  }
+  EXPECT_EQ(k_scale[scale_offset(kv, block, in_block, 0)], 4.0f / 127.0f);
+  EXPECT_EQ(v_scale[scale_offset(kv, block, in_block, 0)], 4.0f / 127.0f);
+  EXPECT_EQ(k_scale[scale_offset(kv, block, in_block, 1)], 0.0f);
+  size_t untouched = 0;
+  for (float s : k_scale) untouched += s == -1.0f;
+  EXPECT_EQ(untouched, k_scale.size() - 2);  // only slot 7's two heads were written
+}
+
 // One sequence of ctx tokens, keys k_i = e_{i} (ctx <= head_dim), queries q = 1e4 * e_j: row at
 // position p >= j sees only key j, so its output is V row j exactly; rows with p < j see no
 // matching key (all scores 0) and average V over [0, p].
@@ -194,10 +234,10 @@ TEST(PagedAttention, FlashMatchesNaiveOnAwkwardShapes) {
   ThreadPool pool(2);
   for (const Shape& sh : shapes) {
     for (int32_t block_size : {1, 16, 32}) {
-      for (KvDType dtype : {KvDType::kF32, KvDType::kF16}) {
+      for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kQ8}) {
         SCOPED_TRACE(::testing::Message() << "H=" << sh.num_heads << " KVH=" << sh.num_kv_heads
                                           << " hd=" << sh.head_dim << " bs=" << block_size
-                                          << " f16=" << (dtype == KvDType::kF16));
+                                          << " kv dtype=" << static_cast<int>(dtype));
         PagedFixture fx(sh.num_heads, sh.num_kv_heads, sh.head_dim, block_size, dtype,
                         {300, 700, 37, 1, 520, 3});
         AttnWorkspace ws;

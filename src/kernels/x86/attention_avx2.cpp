@@ -38,14 +38,56 @@ inline __m256 lanes_below(int32_t count) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), idx));
 }
 
+// 8 int8 -> float(q) * d (the reference's one rounding).
+inline __m256 dequant8(const int8_t* q, __m256 d) {
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)))), d);
+}
+
+// kQ8 keys [key_begin, key_begin + n) run by run, as load_tile_avx2 does f16 (tails scalar).
+void load_tile_q8_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
+                       int32_t n, float* kt, float* vt, const float** v_rows, PrefetchStream& pf,
+                       int32_t lines_per_key) {
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
+  for_key_runs(kv, blocks, key_begin, n, [&](int32_t block, int32_t in_block, int32_t j, int32_t run) {
+    const int64_t s = scale_offset(kv, block, in_block, kv_head);
+    const int8_t* v = static_cast<const int8_t*>(kv.v) + v_offset(kv, block, in_block, kv_head);
+    for (int32_t c = 0; c < run; ++c) {
+      float* dst = vt + int64_t{j + c} * hd;
+      const int8_t* row = v + int64_t{c} * hd;
+      const float d = kv.v_scale[s + c];
+      int32_t e = 0;
+      for (; e + 8 <= hd; e += 8) _mm256_storeu_ps(dst + e, dequant8(row + e, _mm256_set1_ps(d)));
+      for (; e < hd; ++e) dst[e] = static_cast<float>(row[e]) * d;
+      v_rows[j + c] = dst;
+      pf.issue(lines_per_key);
+    }
+    const int8_t* k = static_cast<const int8_t*>(kv.k) + k_offset(kv, block, in_block, kv_head);
+    for (int32_t d = 0; d < hd; ++d) {
+      float* dst = kt + int64_t{d} * kTileKeys + j;
+      const int8_t* row = k + int64_t{d} * bs;
+      int32_t c = 0;
+      for (; c + 8 <= run; c += 8) _mm256_storeu_ps(dst + c, dequant8(row + c, _mm256_loadu_ps(kv.k_scale + s + c)));
+      for (; c < run; ++c) dst[c] = static_cast<float>(row[c]) * kv.k_scale[s + c];
+    }
+  });
+}
+
 void load_tile_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                    int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows) {
+                    int32_t n, PrefetchStream* next, float* kt, float* vt, const float** v_rows) {
   const int32_t hd = kv.head_dim, bs = kv.block_size;
   const bool f16 = kv.dtype == KvDType::kF16;
-  prefetch_keys(kv, blocks, kv_head, key_begin + n, prefetch_n);
+  PrefetchStream none;
+  PrefetchStream& pf = next != nullptr ? *next : none;
+  const int32_t lines_per_key = pf.lines_per_key(n);
+  if (kv.dtype == KvDType::kQ8) {
+    load_tile_q8_avx2(kv, blocks, kv_head, key_begin, n, kt, vt, v_rows, pf, lines_per_key);
+    for (int32_t d = 0; d < hd; ++d) std::fill(kt + int64_t{d} * kTileKeys + n, kt + int64_t{d + 1} * kTileKeys, 0.0f);
+    return;
+  }
   KeyCursor cur(kv, blocks, kv_head, key_begin);
   for (int32_t j = 0; j < n; ++j) {
     if (j > 0) cur.next();
+    pf.issue(lines_per_key);
     const int64_t off = cur.offset();
     if (!f16) {
       v_rows[j] = static_cast<const float*>(kv.v) + off;

@@ -40,14 +40,50 @@ inline __mmask16 lanes_below(int32_t count) {  // first clamp(count, 0, 16) lane
   return static_cast<__mmask16>(count == 16 ? 0xffffu : (1u << count) - 1u);
 }
 
-void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
-                      int32_t n, int32_t prefetch_n, float* kt, float* vt, const float** v_rows) {
+// kQ8 keys [key_begin, key_begin + n) run by run: every K and V element becomes float(q) * d of its
+// row (the reference's one rounding), V rows into vt, K rows into the tile.
+void load_tile_q8_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
+                         int32_t n, float* kt, float* vt, const float** v_rows, PrefetchStream& pf,
+                         int32_t lines_per_key) {
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
+  for_key_runs(kv, blocks, key_begin, n, [&](int32_t block, int32_t in_block, int32_t j, int32_t run) {
+    const int64_t s = scale_offset(kv, block, in_block, kv_head);
+    const int8_t* v = static_cast<const int8_t*>(kv.v) + v_offset(kv, block, in_block, kv_head);
+    for (int32_t c = 0; c < run; ++c) {
+      float* dst = vt + int64_t{j + c} * hd;
+      const __m512 d = _mm512_set1_ps(kv.v_scale[s + c]);
+      for (int32_t e = 0; e < hd; e += 16) {
+        const __mmask16 m = lanes_below(hd - e);
+        const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, v + int64_t{c} * hd + e)));
+        _mm512_mask_storeu_ps(dst + e, m, _mm512_mul_ps(x, d));
+      }
+      v_rows[j + c] = dst;
+      pf.issue(lines_per_key);
+    }
+    const int8_t* k = static_cast<const int8_t*>(kv.k) + k_offset(kv, block, in_block, kv_head);
+    for (int32_t d = 0; d < hd; ++d) {
+      float* dst = kt + int64_t{d} * kTileKeys + j;
+      for (int32_t c = 0; c < run; c += 16) {
+        const __mmask16 m = lanes_below(run - c);
+        const __m512 scales = _mm512_maskz_loadu_ps(m, kv.k_scale + s + c);
+        const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, k + int64_t{d} * bs + c)));
+        _mm512_mask_storeu_ps(dst + c, m, _mm512_mul_ps(x, scales));
+      }
+    }
+  });
+}
+
+// f32 and f16 keys [key_begin, key_begin + n): V rows converted into vt (f16) or pointed at (f32),
+// K rows of each block's run into the tile.
+void load_tile_dense_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
+                            int32_t n, float* kt, float* vt, const float** v_rows, PrefetchStream& pf,
+                            int32_t lines_per_key) {
   const int32_t hd = kv.head_dim, bs = kv.block_size;
   const bool f16 = kv.dtype == KvDType::kF16;
-  prefetch_keys(kv, blocks, kv_head, key_begin + n, prefetch_n);
   KeyCursor cur(kv, blocks, kv_head, key_begin);
   for (int32_t j = 0; j < n; ++j) {
     if (j > 0) cur.next();
+    pf.issue(lines_per_key);
     const int64_t off = cur.offset();
     if (!f16) {
       v_rows[j] = static_cast<const float*>(kv.v) + off;
@@ -76,6 +112,19 @@ void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head,
       }
     }
   });
+}
+
+void load_tile_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin,
+                      int32_t n, PrefetchStream* next, float* kt, float* vt, const float** v_rows) {
+  const int32_t hd = kv.head_dim;
+  PrefetchStream none;
+  PrefetchStream& pf = next != nullptr ? *next : none;
+  const int32_t lines_per_key = pf.lines_per_key(n);
+  if (kv.dtype == KvDType::kQ8) {
+    load_tile_q8_avx512(kv, blocks, kv_head, key_begin, n, kt, vt, v_rows, pf, lines_per_key);
+  } else {
+    load_tile_dense_avx512(kv, blocks, kv_head, key_begin, n, kt, vt, v_rows, pf, lines_per_key);
+  }
   for (int32_t j0 = n; j0 < kTileKeys; j0 += 16) {  // keys past n: zero columns
     const __mmask16 m = lanes_below(kTileKeys - j0);
     for (int32_t d = 0; d < hd; ++d) _mm512_mask_storeu_ps(kt + int64_t{d} * kTileKeys + j0, m, _mm512_setzero_ps());
