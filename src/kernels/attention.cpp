@@ -121,10 +121,10 @@ int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t
     st[hd] = kNegInf;
     st[hd + 1] = 0.0f;
   }
-  // The first tile is requested up front; every tile then streams in the next one's K and V
-  // between its own loads (the last tile: the next partition's first, which the split schedule's
-  // next unit usually reads on this thread). Decode is bound by memory latency on the scattered
-  // blocks.
+  // The first tile is requested up front (usually in flight already: the thread's previous unit
+  // streamed it in); every tile then streams in the next one's K and V between its own loads,
+  // the last tile the keys `after` (what this thread reads next). Decode is bound by memory
+  // latency on the scattered blocks.
   attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, key_lo, std::min(kTileKeys, key_hi - key_lo));
   for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
     const int32_t n = std::min(kTileKeys, key_hi - tile);
