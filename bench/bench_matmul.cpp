@@ -2,10 +2,11 @@
 // and ISA level, plus m = 16 GOP/s (batched decode / prefill). Compare the GB/s with
 // probe_bandwidth: m = 1 matmul is a read of the weights, so that is its speed of light.
 // Weights are packed where the CPU runs the packed AVX-512 kernel (as the model loader does).
-// Then, at the detected ISA, GOP/s for m >= 1 of the packed kernel ("packed") against the AVX2
-// kernel on the GGUF layout ("gguf", set_matmul_packed_enabled(false)), interleaved round by round:
-// median GOP/s of each and the per-round ratio as median (min-max). With 1 thread that table
-// times CPU seconds of the calling thread instead of wall time.
+// Then, at the detected ISA, GOP/s for m >= 1 of the AVX2 kernel on the GGUF layout ("gguf",
+// set_matmul_packed_enabled(false)), the VNNI kernel on the packed layout ("vnni") and the AMX-INT8
+// one ("amx", where usable), interleaved round by round: median GOP/s of each and the per-round
+// ratios as median (min-max). With 1 thread that table times CPU seconds of the calling thread
+// instead of wall time.
 // Usage: bench_matmul [threads=all] [seconds per case=0.3] [types=Q4_1,Q8_0,...] [m=8,16,128,512]
 //        [rounds=5]
 #include <fmt/format.h>
@@ -104,16 +105,23 @@ std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
-// The packed-vs-GGUF-layout table, interleaved rounds.
+// The layout/kernel table, interleaved rounds: the AVX2 kernel on the GGUF layout ("gguf"), the
+// VNNI kernel on the packed layout ("vnni") and, where usable and m >= kAmxMinRows, the AMX-INT8
+// tiles on the packed layout ("amx"). Ratios are per round against vnni.
 void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms, int rounds,
                 double seconds, ThreadPool& pool) {
   // One thread: GOP per second of CPU time (robust to a loaded machine); more: wall time.
   const bool cpu_time = pool.num_threads() == 1;
   auto timed = cpu_time ? time_call_cpu : time_call;
-  fmt::print("\nat {}: GOP/s ({}) packed vs gguf layout, {} interleaved rounds\n",
+  fmt::print("\nat {}: GOP/s ({}) by kernel, {} interleaved rounds; ratios median (min-max) against vnni\n",
              isa_name(detected_isa_level()), cpu_time ? "per CPU second" : "wall", rounds);
-  fmt::print("{:<6} {:<11} {:>5} {:>10} {:>10} {:>22}\n", "type", "shape", "m", "gguf GOP/s",
-             "packed GOP/s", "packed/gguf (min-max)");
+  fmt::print("{:<6} {:<11} {:>5} {:>9} {:>9} {:>9} {:>22} {:>22}\n", "type", "shape", "m", "gguf", "vnni",
+             "amx", "vnni/gguf", "amx/vnni");
+  auto ratio_text = [](const std::vector<double>& r) {
+    if (r.empty()) return std::string("n/a");
+    return fmt::format("{:.2f}x ({:.2f}-{:.2f})", median(r), *std::min_element(r.begin(), r.end()),
+                       *std::max_element(r.begin(), r.end()));
+  };
   for (DType type : types) {
     if (type != DType::Q4_0 && type != DType::Q4_1 && type != DType::Q5_0 && type != DType::Q5_1 &&
         type != DType::Q8_0) {
@@ -127,20 +135,28 @@ void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms,
         std::vector<float> x(m * s.cols), y(m * s.rows);
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
         const double ops = 2.0 * static_cast<double>(m * s.rows * s.cols);
-        std::vector<double> old_gops, new_gops, ratio;
+        const bool with_amx = kernels::matmul_amx_available() && m >= kernels::kAmxMinRows;
+        std::vector<double> gguf_gops, vnni_gops, amx_gops, vnni_over_gguf, amx_over_vnni;
         for (int round = 0; round < rounds; ++round) {
           kernels::set_matmul_packed_enabled(false);
-          const double t_old = timed(w, x, m, y, pool, seconds);
+          const double t_gguf = timed(w, x, m, y, pool, seconds);
           kernels::set_matmul_packed_enabled(true);
-          const double t_new = timed(w, x, m, y, pool, seconds);
-          old_gops.push_back(ops / t_old / 1e9);
-          new_gops.push_back(ops / t_new / 1e9);
-          ratio.push_back(t_old / t_new);
+          kernels::set_matmul_amx_enabled(false);
+          const double t_vnni = timed(w, x, m, y, pool, seconds);
+          kernels::set_matmul_amx_enabled(true);
+          gguf_gops.push_back(ops / t_gguf / 1e9);
+          vnni_gops.push_back(ops / t_vnni / 1e9);
+          vnni_over_gguf.push_back(t_gguf / t_vnni);
+          if (with_amx) {
+            const double t_amx = timed(w, x, m, y, pool, seconds);
+            amx_gops.push_back(ops / t_amx / 1e9);
+            amx_over_vnni.push_back(t_vnni / t_amx);
+          }
         }
-        fmt::print("{:<6} {:<11} {:>5} {:>10.1f} {:>10.1f} {:>9.2f}x ({:.2f}-{:.2f})\n",
-                   dtype_name(type), s.name, m, median(old_gops), median(new_gops), median(ratio),
-                   *std::min_element(ratio.begin(), ratio.end()),
-                   *std::max_element(ratio.begin(), ratio.end()));
+        fmt::print("{:<6} {:<11} {:>5} {:>9.1f} {:>9.1f} {:>9} {:>22} {:>22}\n", dtype_name(type), s.name, m,
+                   median(gguf_gops), median(vnni_gops),
+                   amx_gops.empty() ? std::string("n/a") : fmt::format("{:.1f}", median(amx_gops)),
+                   ratio_text(vnni_over_gguf), ratio_text(amx_over_vnni));
       }
     }
   }

@@ -39,6 +39,7 @@ T* grow(std::vector<T>& v, int64_t n) {
 }
 
 std::atomic<bool> g_packed_enabled{true};
+std::atomic<bool> g_amx_enabled{std::getenv("TESSERA_NO_AMX") == nullptr};
 
 // Whether this thread's ISA level runs the AVX-512 kernels (they need VNNI): the packed one over
 // packed weights, the float one otherwise.
@@ -54,7 +55,13 @@ void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 #if !defined(TESSERA_FORCE_SCALAR)
   const IsaLevel level = isa_level();
   if (avx512_kernels_available()) {
-    if (a.packed && g_packed_enabled.load(std::memory_order_relaxed) && avx512::packed_rows(a, r_begin, r_end)) return;
+    if (a.packed && g_packed_enabled.load(std::memory_order_relaxed)) {
+      if (a.m >= kAmxMinRows && g_amx_enabled.load(std::memory_order_relaxed) && amx_tiles_usable() &&
+          amx::packed_rows(a, r_begin, r_end)) {
+        return;
+      }
+      if (avx512::packed_rows(a, r_begin, r_end)) return;
+    }
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
   }
   if (level >= IsaLevel::kAvx2 && avx2::matmul_rows(a, r_begin, r_end)) return;
@@ -190,6 +197,8 @@ int64_t row_chunk(int64_t rows, const ThreadPool& pool) {
 }  // namespace
 
 void set_matmul_packed_enabled(bool enabled) { g_packed_enabled.store(enabled, std::memory_order_relaxed); }
+void set_matmul_amx_enabled(bool enabled) { g_amx_enabled.store(enabled, std::memory_order_relaxed); }
+bool matmul_amx_available() { return avx512_kernels_available() && amx_tiles_usable(); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
   if (m <= 0 || w.rows() == 0) return;

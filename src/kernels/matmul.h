@@ -84,6 +84,16 @@ inline constexpr int64_t kMatmulInlineBytes = int64_t{96} << 10;
 // of bench_matmul. Process-wide (a relaxed atomic), like set_isa_level.
 void set_matmul_packed_enabled(bool enabled);
 
+// Batches of at least kAmxMinRows activation rows over packed weights run on AMX-INT8 tiles where
+// the CPU and OS allow them (matmul_amx_available()); fewer rows, or no AMX, run the VNNI kernel.
+// The same bits either way. set_matmul_amx_enabled(false), or TESSERA_NO_AMX=1 in the
+// environment, forces VNNI (tests, bench columns). The threshold is measured (bench_matmul, one
+// thread, SmolLM2 shapes): AMX/VNNI is 0.81-0.88x for Q4_1 at m = 8, 1.04-1.18x at m = 12 and
+// 1.19-1.31x at m = 16.
+inline constexpr int64_t kAmxMinRows = 12;
+bool matmul_amx_available();
+void set_matmul_amx_enabled(bool enabled);
+
 // The scalar twin: same activation quantization, same reduction order, one thread.
 void matmul_ref(const WeightMatrix& w, const float* x, int64_t m, float* y);
 

@@ -78,5 +78,10 @@ namespace avx512 {
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
+namespace amx {
+// The 32-block types over MatmulArgs::packed with AMX-INT8 tiles (x86/matmul_packed_amx.cpp);
+// false otherwise. Only where amx_tiles_usable().
+bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
+}
 
 }  // namespace tessera::kernels

@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace tessera {
 namespace {
@@ -33,6 +37,8 @@ CpuFeatures detect() {
     f.avx512bw = os_avx512 && ((b >> 30) & 1);
     f.avx512vl = os_avx512 && ((b >> 31) & 1);
     f.avx512vnni = os_avx512 && ((c >> 11) & 1);
+    const bool os_amx = ((xcr0_lo >> 17) & 3) == 3;  // XTILECFG and XTILEDATA
+    f.amx_int8 = os_amx && ((d >> 24) & 1) && ((d >> 25) & 1);
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
     f.avxvnni = os_avx && ((a >> 4) & 1);
@@ -72,6 +78,22 @@ std::atomic<int> g_level{-1};
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();
   return features;
+}
+
+bool amx_tiles_usable() {
+#if defined(TESSERA_FORCE_SCALAR) || !defined(__linux__) || !defined(__x86_64__)
+  return false;
+#else
+  static const bool usable = [] {
+    if (!cpu_features().amx_int8) return false;
+    // Linux keeps the 8 KiB tile data out of a thread's saved state until the process asks
+    // (kernel 5.16+); the permission then covers every thread of the process.
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#endif
 }
 
 IsaLevel detected_isa_level() {

@@ -17,11 +17,19 @@ struct CpuFeatures {
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avxvnni = false;
+  // AMX-TILE and AMX-INT8 in the CPU and tile state enabled in XCR0. Linux also wants a
+  // per-process permission before the first tile instruction: see amx_tiles_usable().
+  bool amx_int8 = false;
 };
 
 enum class IsaLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 const CpuFeatures& cpu_features();
+
+// Whether this process may run AMX-INT8 tile instructions: the CPU and the OS support them and
+// Linux granted the tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM, requested once, on the
+// first call). False on other systems, and in the scalar-only build.
+bool amx_tiles_usable();
 
 // The best level both the CPU and the build allow, lowered by TESSERA_ISA when set.
 // kAvx2 needs avx2+fma+f16c; kAvx512 needs avx512 f/bw/vl/dq on top.

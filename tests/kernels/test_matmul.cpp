@@ -102,15 +102,19 @@ TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
         matmul_ref(unpacked1, x.data(), m, ref1.data());
         for (IsaLevel level : available_levels()) {
           set_isa_level(level);
-          for (bool use_packed : {true, false}) {
-            set_matmul_packed_enabled(use_packed);
+          // AMX tiles (m >= kAmxMinRows, where usable), the VNNI packed kernel, the GGUF layout.
+          for (const char* path : {"amx", "packed", "unpacked"}) {
+            const std::string p = path;
+            if (p == "amx" && (!matmul_amx_available() || m < kAmxMinRows)) continue;
+            set_matmul_packed_enabled(p != "unpacked");
+            set_matmul_amx_enabled(p == "amx");
             std::vector<float> y0(ref0.size(), NAN), y1(ref1.size(), NAN);
             const MatmulOut outs[] = {{&w0, y0.data()}, {&w1, y1.data()}};
             matmul_group(outs, x.data(), m, pool);
             set_matmul_packed_enabled(true);
+            set_matmul_amx_enabled(true);
             EXPECT_TRUE(same_bits(ref0, y0) && same_bits(ref1, y1))
-                << dtype_name(type) << " cols=" << cols << " m=" << m << " " << isa_name(level)
-                << (use_packed ? " packed" : " unpacked");
+                << dtype_name(type) << " cols=" << cols << " m=" << m << " " << isa_name(level) << " " << p;
           }
         }
       }
