@@ -164,7 +164,9 @@ class AttnWorkspace {
 
 // Writes each new token's K and V rows into its slot. k, v: [num_tokens][num_kv_heads * head_dim]
 // f32 (rounded to nearest-even f16 for an f16 cache). Slots < 0 are skipped (padding).
-void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v);
+// Tokens [t_begin, t_end) only (t_end < 0: all): disjoint ranges may run on different threads.
+void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v, int32_t t_begin = 0,
+              int32_t t_end = -1);
 
 // q, out: [num_tokens][num_heads][head_dim] f32. Query row j (0-based) of sequence s, which has
 // q_len = qsl[s+1]-qsl[s] rows, sits at position p = seq_lens[s] - q_len + j and attends causally

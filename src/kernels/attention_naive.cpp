@@ -59,13 +59,16 @@ float dot(const float* a, const float* b, int32_t n) {
 
 }  // namespace
 
-void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v) {
+void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v, int32_t t_begin,
+              int32_t t_end) {
   const int64_t row = int64_t{kv.num_kv_heads} * kv.head_dim;
   const int64_t num_slots = int64_t{kv.num_blocks} * kv.block_size;
   constexpr int32_t kMaxHeadDim = 1024;
   TESSERA_CHECK(kv.head_dim <= kMaxHeadDim, "head_dim {} too large", kv.head_dim);
   uint16_t k_half[kMaxHeadDim];  // one head's K row in f16, before its scatter at stride block_size
-  for (int32_t t = 0; t < md.num_tokens; ++t) {
+  if (t_end < 0) t_end = md.num_tokens;
+  TESSERA_CHECK(t_begin >= 0 && t_end <= md.num_tokens, "write_kv: tokens [{}, {}) of {}", t_begin, t_end, md.num_tokens);
+  for (int32_t t = t_begin; t < t_end; ++t) {
     const int64_t slot = md.slot_mapping[t];
     if (slot < 0) continue;
     TESSERA_CHECK(slot < num_slots, "slot {} out of {} slots", slot, num_slots);

@@ -178,12 +178,20 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     kernels::rope_table(batch.positions.data(), num_tokens, c.head_dim, c.rope, ws.rope_cs.data());
   }
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // The per-token ops between the matmuls (norms, bias, rope, KV writes, residual adds) split their
+  // rows over the pool from 8 tokens up (batched decode: otherwise a worker idles through them).
+  // Every row is computed on its own, so the split never changes a value.
+  const int64_t row_chunk =
+      num_tokens < 8 ? num_tokens : (num_tokens + 2 * pool.num_threads() - 1) / (2 * pool.num_threads());
+  auto over_rows = [&](auto&& fn) { pool.for_chunks(num_tokens, row_chunk, fn); };
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
     // Attention block. q, k and v read the same normed rows: one quantization, one dispatch.
     {
       OpScope scope(Op::kRmsnorm);
-      kernels::rmsnorm(x, w.attn_norm.data(), c.rms_eps, h, dim, num_tokens);
+      over_rows([&](int64_t t0, int64_t t1) {
+        kernels::rmsnorm(x + t0 * dim, w.attn_norm.data(), c.rms_eps, h + t0 * dim, dim, t1 - t0);
+      });
     }
     {
       OpScope scope(Op::kQkv);
@@ -192,21 +200,29 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     }
     if (c.has_qkv_bias) {
       OpScope scope(Op::kBias);
-      for (int64_t t = 0; t < num_tokens; ++t) {
-        kernels::add_inplace(ws.q.data() + t * c.q_dim(), w.bq.data(), c.q_dim());
-        kernels::add_inplace(ws.k.data() + t * c.kv_dim(), w.bk.data(), c.kv_dim());
-        kernels::add_inplace(ws.v.data() + t * c.kv_dim(), w.bv.data(), c.kv_dim());
-      }
+      over_rows([&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          kernels::add_inplace(ws.q.data() + t * c.q_dim(), w.bq.data(), c.q_dim());
+          kernels::add_inplace(ws.k.data() + t * c.kv_dim(), w.bk.data(), c.kv_dim());
+          kernels::add_inplace(ws.v.data() + t * c.kv_dim(), w.bv.data(), c.kv_dim());
+        }
+      });
     }
     {
       OpScope scope(Op::kRope);
-      kernels::rope_with_table(ws.q.data(), num_tokens, c.num_heads, c.head_dim, c.rope.layout, ws.rope_cs.data());
-      kernels::rope_with_table(ws.k.data(), num_tokens, c.num_kv_heads, c.head_dim, c.rope.layout, ws.rope_cs.data());
+      over_rows([&](int64_t t0, int64_t t1) {
+        const float* table = ws.rope_cs.data() + t0 * c.head_dim;
+        kernels::rope_with_table(ws.q.data() + t0 * c.q_dim(), t1 - t0, c.num_heads, c.head_dim, c.rope.layout, table);
+        kernels::rope_with_table(ws.k.data() + t0 * c.kv_dim(), t1 - t0, c.num_kv_heads, c.head_dim, c.rope.layout, table);
+      });
     }
     const kernels::KvLayer& kv_layer = kv.layer(l);
     {
       OpScope scope(Op::kWriteKv);
-      kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data());
+      over_rows([&](int64_t t0, int64_t t1) {
+        kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data(), static_cast<int32_t>(t0),
+                          static_cast<int32_t>(t1));
+      });
     }
     {
       OpScope scope(Op::kAttention);
@@ -219,13 +235,15 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     }
     {
       OpScope scope(Op::kResidual);
-      kernels::add_inplace(x, h, num_tokens * dim);
+      over_rows([&](int64_t t0, int64_t t1) { kernels::add_inplace(x + t0 * dim, h + t0 * dim, (t1 - t0) * dim); });
     }
 
     // Feed-forward block.
     {
       OpScope scope(Op::kRmsnorm);
-      kernels::rmsnorm(x, w.ffn_norm.data(), c.rms_eps, h, dim, num_tokens);
+      over_rows([&](int64_t t0, int64_t t1) {
+        kernels::rmsnorm(x + t0 * dim, w.ffn_norm.data(), c.rms_eps, h + t0 * dim, dim, t1 - t0);
+      });
     }
     {
       OpScope scope(Op::kFfnGateUp);
@@ -250,7 +268,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     }
     {
       OpScope scope(Op::kResidual);
-      kernels::add_inplace(x, h, num_tokens * dim);
+      over_rows([&](int64_t t0, int64_t t1) { kernels::add_inplace(x + t0 * dim, h + t0 * dim, (t1 - t0) * dim); });
     }
   }
 
