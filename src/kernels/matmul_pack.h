@@ -18,6 +18,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "util/dtype.h"
 
@@ -31,11 +32,36 @@ bool packable(DType type);
 constexpr int32_t packed_weight_offset(DType type) {
   return type == DType::Q4_0 ? 8 : type == DType::Q5_0 ? 16 : type == DType::Q8_0 ? 128 : 0;
 }
+// Where things sit in one record of type T (see above), for the kernels.
+template <DType T>
+struct PackedLayout {
+  static constexpr bool kQ8 = T == DType::Q8_0;
+  static constexpr bool kQ5 = T == DType::Q5_0 || T == DType::Q5_1;
+  static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;  // has m[16]
+  static constexpr int32_t kOffset = packed_weight_offset(T);
+  static constexpr size_t kQsBytes = kQ8 ? 512 : 256;               // the weights
+  static constexpr size_t kScaleAt = kQsBytes + (kQ5 ? 64 : 0);     // d[16] fp16, then m[16]
+};
+
 // Bytes of one record: 16 rows x one block.
 size_t packed_record_bytes(DType type);
 // Bytes of the packed copy of a [rows][cols] weight.
 size_t packed_bytes(DType type, int64_t rows, int64_t cols);
 // src: [rows][cols] in GGUF blocks; dst: packed_bytes(type, rows, cols) bytes.
 void pack_weights(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
+
+// Calls fn(std::integral_constant<DType, T>{}) for the packable type T == type and returns true;
+// false for other types. The packed kernels' entry points dispatch through it.
+template <typename Fn>
+bool with_packed_type(DType type, Fn&& fn) {
+  switch (type) {
+    case DType::Q4_0: fn(std::integral_constant<DType, DType::Q4_0>{}); return true;
+    case DType::Q4_1: fn(std::integral_constant<DType, DType::Q4_1>{}); return true;
+    case DType::Q5_0: fn(std::integral_constant<DType, DType::Q5_0>{}); return true;
+    case DType::Q5_1: fn(std::integral_constant<DType, DType::Q5_1>{}); return true;
+    case DType::Q8_0: fn(std::integral_constant<DType, DType::Q8_0>{}); return true;
+    default: return false;
+  }
+}
 
 }  // namespace tessera::kernels

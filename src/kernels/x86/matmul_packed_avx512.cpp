@@ -28,14 +28,7 @@ constexpr int kTileRows = 8;  // activation rows per tile: 8 y + 8 w + d, m + te
 constexpr size_t kPrefetchRecords = 4;  // software prefetch distance of the weight stream
 
 template <DType T>
-struct Layout {
-  static constexpr bool kQ8 = T == DType::Q8_0;
-  static constexpr bool kQ5 = T == DType::Q5_0 || T == DType::Q5_1;
-  static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
-  static constexpr int32_t kOffset = packed_weight_offset(T);
-  static constexpr size_t kQsBytes = kQ8 ? 512 : 256;
-  static constexpr size_t kScaleAt = kQsBytes + (kQ5 ? 64 : 0);  // d[16] fp16, then m[16]
-};
+using Layout = PackedLayout<T>;
 
 // One record -> w[8] (lane r: 4 unsigned weights of row r), dw and mw (lane r: row r's scales).
 template <DType T>
@@ -140,15 +133,8 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 }  // namespace
 
 bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
-  if (a.packed == nullptr) return false;
-  switch (a.type) {
-    case DType::Q4_0: packed<DType::Q4_0>(a, r_begin, r_end); return true;
-    case DType::Q4_1: packed<DType::Q4_1>(a, r_begin, r_end); return true;
-    case DType::Q5_0: packed<DType::Q5_0>(a, r_begin, r_end); return true;
-    case DType::Q5_1: packed<DType::Q5_1>(a, r_begin, r_end); return true;
-    case DType::Q8_0: packed<DType::Q8_0>(a, r_begin, r_end); return true;
-    default: return false;
-  }
+  return a.packed != nullptr &&
+         with_packed_type(a.type, [&](auto t) { packed<decltype(t)::value>(a, r_begin, r_end); });
 }
 
 }  // namespace tessera::kernels::avx512
