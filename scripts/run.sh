@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh release >/dev/null
 if [ $# -eq 0 ]; then
-  exec build/release/tessera run
+  exec build/release/src/cli/tessera run
 fi
-exec build/release/tessera run "$@"
+exec build/release/src/cli/tessera run "$@"
