@@ -105,9 +105,10 @@ RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const Sampl
 
   profile::OpScope step_scope(profile::Op::kStep);
   {
-    size_t step_tokens = 0;
-    for (const sched::ScheduledSeq& s : out.seqs) step_tokens += s.token_ids.size();
-    profile::set_phase(step_tokens > 1 ? profile::Phase::kPrefill : profile::Phase::kDecode);
+    // A decode step gives every sequence one new token, however many sequences it batches.
+    bool decode = true;
+    for (const sched::ScheduledSeq& s : out.seqs) decode = decode && s.token_ids.size() == 1;
+    profile::set_phase(decode ? profile::Phase::kDecode : profile::Phase::kPrefill);
     profile::OpScope scope(profile::Op::kBuildBatch);
     build_batch(out);
   }

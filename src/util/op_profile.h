@@ -1,8 +1,9 @@
 // Per-op wall-time profile of forward steps (`tessera run --profile`): the forward, the runner and
 // the sampler wrap their ops in OpScope; when profiling is off a scope costs one relaxed atomic
-// load. Times are accumulated per phase (prefill steps: more than one token; decode steps: one
-// token) and per op, on whatever thread runs the step (the engine's; one at a time), and read after
-// the run. Nothing here changes a computed value.
+// load. Times are accumulated per phase (prefill steps: some sequence has more than one new token;
+// decode steps: every sequence has exactly one, whatever the batch) and per op, on whatever thread
+// runs the step (the engine's; one at a time), and read after the run. Nothing here changes a
+// computed value.
 #pragma once
 #include <array>
 #include <atomic>
