@@ -131,8 +131,13 @@ int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t
     attn_detail::PrefetchStream next =
         tile + n < key_hi ? attn_detail::PrefetchStream(c.kv, sv.blocks, kv_head, tile + n, std::min(kTileKeys, key_hi - tile - n))
                           : attn_detail::PrefetchStream(c.kv, after.blocks, after.kv_head, after.pos, after.count);
-    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.kt.data(), sc.vt.data(), sc.v_rows.data());
     const int32_t r0 = first_row_reaching(tile);
+    if (c.tk.tile != nullptr && c.kv.block_size % 16 == 0) {
+      c.tk.tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.q_rows.data() + r0, num_rows - r0, row_pos(r0),
+                c.group, c.scale, sc.scores.data(), sc.part.data() + int64_t{r0} * stride, stride);
+      continue;
+    }
+    c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.kt.data(), sc.vt.data(), sc.v_rows.data());
     c.tk.scores(sc.q_rows.data() + r0, num_rows - r0, sc.kt.data(), hd, c.scale, sc.scores.data());
     for (int32_t r = r0; r < num_rows; ++r) {
       const int32_t n_row = std::min(n, row_pos(r) + 1 - tile);

@@ -35,6 +35,15 @@ struct TileKernels {
   // scores, n >= 1): m' = max(m, max s), acc = acc * e^(m - m') + sum_j e^(s_j - m') v_j, likewise l.
   void (*update)(const float* s, int32_t n, const float* const* v_rows, int32_t head_dim,
                  float* state);
+  // Optional (null: use the three steps above): all three for one tile in one pass that reads K
+  // and V straight from the cache, without the f32 tile copies, for block sizes that are a
+  // multiple of 16. Rows are token-major, `group` per token: row r < num_rows sits at position
+  // pos0 + r / group (>= key_begin) and takes the first min(n, pos0 + r / group + 1 - key_begin) keys.
+  // Each row gets exactly the bits that load_tile + scores + update give it.
+  // s: scratch of [num_rows][kTileKeys] floats; row r's state is at states + r * stride.
+  void (*tile)(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
+               PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,
+               int32_t group, float scale, float* s, float* states, int32_t stride) = nullptr;
 };
 
 // Calls f(block, in_block, j, run) for each run of consecutive keys of [key_begin, key_begin + n)
@@ -158,5 +167,9 @@ const TileKernels& tile_kernels_ref();
 // nullptr when the build has no such file (TESSERA_FORCE_SCALAR) or head_dim is unsupported.
 const TileKernels* tile_kernels_avx2(int32_t head_dim);
 const TileKernels* tile_kernels_avx512(int32_t head_dim);
+// The AVX-512 TileKernels::tile (x86/attention_direct_avx512.cpp).
+void tile_direct_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
+                        PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,
+                        int32_t group, float scale, float* s, float* states, int32_t stride);
 
 }  // namespace tessera::kernels::attn_detail

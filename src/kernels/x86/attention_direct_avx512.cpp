@@ -1,0 +1,221 @@
+// AVX-512 fused attention tile (TileKernels::tile): the scores and the online-softmax update of one
+// K/V tile computed straight from the paged cache (f32, f16 or q8), for block sizes that are a
+// multiple of 16.
+//
+// Why: the three-step kernels (attention_avx512.cpp) first copy the tile to f32 (K transposed into
+// kt, V into vt: 32 KiB of stores and as many reloads per 64 keys at head_dim 64), and that copy,
+// not the arithmetic, was most of the attention time of a batched decode step. Here each 16-key
+// chunk of K is one contiguous run of one block (K is [head_dim][block_size] per block and head),
+// converted in registers as the score FMAs need it, and each V row is converted once for all the
+// rows of a GQA group that share a position.
+//
+// Bits: every K and V value is converted exactly as load_tile converts it (f16 -> f32 is exact; q8
+// is float(q) * d, one rounding) and every row runs the operations of scores + update in the same
+// order, so a row gets the same bits on either path (the invariance test compares them).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/attention_internal.h"
+#include "kernels/x86/attention_avx512_math.h"
+
+namespace tessera::kernels::attn_detail {
+namespace {
+
+using avx512::lanes_below;
+constexpr int kChunks = kTileKeys / 16;  // 16-key column chunks of a tile
+
+// Where one tile's keys live. Chunk c holds keys key_begin + 16c ... (one run of one block): K
+// element offset of its dimension 0 (dimension d at + d * block_size) and, for q8, its 16 row
+// scales; V rows per key.
+struct TileSource {
+  int32_t n = 0;
+  int64_t k_off[kChunks] = {};
+  __mmask16 mask[kChunks] = {};
+  __m512 k_scale[kChunks];     // kQ8
+  const void* v_row[kTileKeys];
+  float v_scale[kTileKeys];    // kQ8
+};
+
+template <KvDType DT>
+void locate(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
+            TileSource& ts) {
+  ts.n = n;
+  for (int c = 0; c < kChunks; ++c) {
+    ts.mask[c] = lanes_below(n - 16 * c);
+    if (16 * c >= n) continue;
+    const int32_t key = key_begin + 16 * c;
+    const int32_t block = blocks[key / kv.block_size], in_block = key % kv.block_size;
+    ts.k_off[c] = k_offset(kv, block, in_block, kv_head);
+    if constexpr (DT == KvDType::kQ8) {
+      ts.k_scale[c] = _mm512_maskz_loadu_ps(ts.mask[c], kv.k_scale + scale_offset(kv, block, in_block, kv_head));
+    }
+  }
+  const int64_t elem = kv_element_bytes(kv.dtype);
+  KeyCursor cur(kv, blocks, kv_head, key_begin);
+  for (int32_t j = 0; j < n; ++j) {
+    if (j > 0) cur.next();
+    ts.v_row[j] = static_cast<const char*>(kv.v) + cur.offset() * elem;
+    if constexpr (DT == KvDType::kQ8) {
+      const int32_t key = key_begin + j;
+      ts.v_scale[j] = kv.v_scale[scale_offset(kv, blocks[key / kv.block_size], key % kv.block_size, kv_head)];
+    }
+  }
+}
+
+// Dimension d of the 16 keys of chunk c, as load_tile writes them into kt (0 past n).
+template <KvDType DT>
+inline __m512 load_k(const KvLayer& kv, const TileSource& ts, int c, int64_t d) {
+  const int64_t at = ts.k_off[c] + d * kv.block_size;
+  if constexpr (DT == KvDType::kF32) {
+    return _mm512_maskz_loadu_ps(ts.mask[c], static_cast<const float*>(kv.k) + at);
+  } else if constexpr (DT == KvDType::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(ts.mask[c], static_cast<const uint16_t*>(kv.k) + at));
+  } else {
+    const __m128i q = _mm_maskz_loadu_epi8(ts.mask[c], static_cast<const int8_t*>(kv.k) + at);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), ts.k_scale[c]);
+  }
+}
+
+// Elements e .. e+15 (mask m) of key j's V row, as load_tile writes them into vt.
+template <KvDType DT>
+inline __m512 load_v(const TileSource& ts, int32_t j, int32_t e, __mmask16 m) {
+  if constexpr (DT == KvDType::kF32) {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(ts.v_row[j]) + e);
+  } else if constexpr (DT == KvDType::kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(ts.v_row[j]) + e));
+  } else {
+    const __m128i q = _mm_maskz_loadu_epi8(m, static_cast<const int8_t*>(ts.v_row[j]) + e);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(ts.v_scale[j]));
+  }
+}
+
+// scores_avx512's R-row pass with K read from the cache: one FMA chain per (row, 16 keys) over d
+// ascending, then * scale. Chunks past n hold zeros, as in kt. Streams `pf` in over the d loop.
+template <KvDType DT, int R>
+void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* q_rows, __m512 vscale,
+                   float* s, PrefetchStream& pf, int32_t lines_per_dim) {
+  __m512 acc[R][kChunks];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm512_setzero_ps();
+  const int chunks = (ts.n + 15) / 16;
+  for (int32_t d = 0; d < kv.head_dim; ++d) {
+    pf.issue(lines_per_dim);
+    __m512 k[kChunks];
+    for (int c = 0; c < kChunks; ++c) k[c] = c < chunks ? load_k<DT>(kv, ts, c, d) : _mm512_setzero_ps();
+    for (int i = 0; i < R; ++i) {
+      const __m512 b = _mm512_set1_ps(q_rows[i][d]);
+      for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_fmadd_ps(b, k[c], acc[i][c]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(s + int64_t{i} * kTileKeys + 16 * c, _mm512_mul_ps(acc[i][c], vscale));
+}
+
+// update_avx512 for R rows that take the same n keys, with each V row converted once for all R:
+// per row acc = acc * alpha, even keys into chain a and odd keys into chain b, then a + b.
+template <KvDType DT, int R>
+void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head_dim, float* states,
+                   int32_t stride) {
+  alignas(64) float p[R][kTileKeys];
+  __m512 alpha[R];
+  for (int r = 0; r < R; ++r) {
+    alpha[r] = _mm512_set1_ps(avx512::softmax_weights(s + int64_t{r} * kTileKeys, n, head_dim,
+                                                      states + int64_t{r} * stride, p[r]));
+  }
+  for (int32_t d0 = 0; d0 < head_dim; d0 += 32) {
+    const __mmask16 mk[2] = {lanes_below(head_dim - d0), lanes_below(head_dim - d0 - 16)};
+    __m512 a[R][2], b[R][2];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        a[r][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk[c], states + int64_t{r} * stride + d0 + 16 * c), alpha[r]);
+        b[r][c] = _mm512_setzero_ps();
+      }
+    }
+    int32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const __m512 va[2] = {load_v<DT>(ts, j, d0, mk[0]), load_v<DT>(ts, j, d0 + 16, mk[1])};
+      const __m512 vb[2] = {load_v<DT>(ts, j + 1, d0, mk[0]), load_v<DT>(ts, j + 1, d0 + 16, mk[1])};
+      for (int r = 0; r < R; ++r) {
+        const __m512 pa = _mm512_set1_ps(p[r][j]), pb = _mm512_set1_ps(p[r][j + 1]);
+        for (int c = 0; c < 2; ++c) {
+          a[r][c] = _mm512_fmadd_ps(pa, va[c], a[r][c]);
+          b[r][c] = _mm512_fmadd_ps(pb, vb[c], b[r][c]);
+        }
+      }
+    }
+    if (j < n) {
+      const __m512 va[2] = {load_v<DT>(ts, j, d0, mk[0]), load_v<DT>(ts, j, d0 + 16, mk[1])};
+      for (int r = 0; r < R; ++r) {
+        const __m512 pa = _mm512_set1_ps(p[r][j]);
+        for (int c = 0; c < 2; ++c) a[r][c] = _mm512_fmadd_ps(pa, va[c], a[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        _mm512_mask_storeu_ps(states + int64_t{r} * stride + d0 + 16 * c, mk[c], _mm512_add_ps(a[r][c], b[r][c]));
+      }
+    }
+  }
+}
+
+template <KvDType DT>
+void tile_direct(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
+                 PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0, int32_t group,
+                 float scale, float* s, float* states, int32_t stride) {
+  TileSource ts;
+  locate<DT>(kv, blocks, kv_head, key_begin, n, ts);
+  PrefetchStream none;
+  PrefetchStream& pf = next != nullptr ? *next : none;
+  const int32_t lines_per_dim = (pf.total_lines() + kv.head_dim - 1) / kv.head_dim;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int32_t r = 0;
+  for (; r + 4 <= num_rows; r += 4) {
+    scores_direct<DT, 4>(kv, ts, q_rows + r, vscale, s + int64_t{r} * kTileKeys, pf, lines_per_dim);
+  }
+  float* tail = s + int64_t{r} * kTileKeys;
+  switch (num_rows - r) {  // the GQA group of 3 (SmolLM2) decodes as one 3-row pass
+    case 3: scores_direct<DT, 3>(kv, ts, q_rows + r, vscale, tail, pf, lines_per_dim); break;
+    case 2: scores_direct<DT, 2>(kv, ts, q_rows + r, vscale, tail, pf, lines_per_dim); break;
+    case 1: scores_direct<DT, 1>(kv, ts, q_rows + r, vscale, tail, pf, lines_per_dim); break;
+    default: break;
+  }
+  // Updates in runs of up to 4 adjacent rows that take the same number of keys.
+  auto keys_of = [&](int32_t row) { return std::min(n, pos0 + row / group + 1 - key_begin); };
+  for (r = 0; r < num_rows;) {
+    const int32_t keys = keys_of(r);
+    int32_t len = 1;
+    while (len < 4 && r + len < num_rows && keys_of(r + len) == keys) ++len;
+    const float* sr = s + int64_t{r} * kTileKeys;
+    float* st = states + int64_t{r} * stride;
+    switch (len) {
+      case 4: update_direct<DT, 4>(ts, keys, sr, kv.head_dim, st, stride); break;
+      case 3: update_direct<DT, 3>(ts, keys, sr, kv.head_dim, st, stride); break;
+      case 2: update_direct<DT, 2>(ts, keys, sr, kv.head_dim, st, stride); break;
+      default: update_direct<DT, 1>(ts, keys, sr, kv.head_dim, st, stride); break;
+    }
+    r += len;
+  }
+}
+
+}  // namespace
+
+void tile_direct_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
+                        PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,
+                        int32_t group, float scale, float* s, float* states, int32_t stride) {
+  switch (kv.dtype) {
+    case KvDType::kF32:
+      return tile_direct<KvDType::kF32>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
+                                        scale, s, states, stride);
+    case KvDType::kF16:
+      return tile_direct<KvDType::kF16>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
+                                        scale, s, states, stride);
+    case KvDType::kQ8:
+      return tile_direct<KvDType::kQ8>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
+                                       scale, s, states, stride);
+  }
+}
+
+}  // namespace tessera::kernels::attn_detail
