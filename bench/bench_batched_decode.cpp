@@ -7,12 +7,14 @@
 //
 //   build-x/bench/bench_batched_decode [--model M] [--rounds 3] [--threads 2] [--batches 1,2,4,...]
 //                                      [--kv-dtype f16|f32|q8] (our KV cache; the peer's stays f16)
+//                                      [--profile] (per-op ms per decode step for each B, last round)
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <sstream>
 
 #include "bench_engine_util.h"
+#include "util/op_profile.h"
 
 using namespace tessera;
 using namespace tessera::bench;
@@ -34,12 +36,33 @@ double run_peer(const std::string& model, int32_t b, int32_t in, int32_t out, in
   return at == std::string::npos ? -1 : std::atof(text.c_str() + at + 16);
 }
 
+// The decode phase of the op profile as text: one line per op with its ms per step.
+std::string decode_profile_table() {
+  const profile::Profile& p = profile::global();
+  const int ph = static_cast<int>(profile::Phase::kDecode);
+  if (p.steps[ph] == 0) return "  (no decode steps)\n";
+  const double steps = static_cast<double>(p.steps[ph]);
+  std::string out;
+  char line[128];
+  double accounted = 0.0;
+  for (int op = 0; op < profile::kNumOps; ++op) {
+    if (p.calls[ph][op] == 0) continue;
+    const auto o = static_cast<profile::Op>(op);
+    if (o != profile::Op::kStep) accounted += p.ms[ph][op];
+    std::snprintf(line, sizeof line, "  %-24s %8.3f\n", profile::op_name(o), p.ms[ph][op] / steps);
+    out += line;
+  }
+  const double total = p.ms[ph][static_cast<int>(profile::Op::kStep)];
+  std::snprintf(line, sizeof line, "  %-24s %8.3f\n", "runner, other", (total - accounted) / steps);
+  return out + line;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = default_model_path();
   int32_t rounds = 3, threads = 2, in = 128, out = 128;
-  bool peer = true;
+  bool peer = true, profile_ops = false;
   std::string kv_dtype = "f16";
   std::vector<int32_t> batches = {1, 2, 4, 8, 16, 32};
   for (int i = 1; i < argc; ++i) {
@@ -52,13 +75,14 @@ int main(int argc, char** argv) {
     else if (a == "--output-len") out = std::atoi(next().c_str());
     else if (a == "--no-peer") peer = false;
     else if (a == "--kv-dtype") kv_dtype = next();
+    else if (a == "--profile") profile_ops = true;
     else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::atoi(x.c_str()));
     } else {
       std::fprintf(stderr, "usage: bench_batched_decode [--model M] [--rounds N] [--threads T] [--batches 1,2,4]"
-                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8]\n");
+                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8] [--profile]\n");
       return 2;
     }
   }
@@ -83,11 +107,15 @@ int main(int argc, char** argv) {
   p.max_tokens = out;
   p.ignore_eos = true;
   std::map<int32_t, std::vector<double>> ours, theirs;
+  std::map<int32_t, std::string> profiles;  // B -> the decode op table of the last round
+  if (profile_ops) profile::global().enabled.store(true);
   bool peer_ok = peer;
   for (int32_t r = 0; r < rounds; ++r) {
     for (int32_t b : batches) {
       const auto prompts = random_prompts(b, in, e.model_info().vocab_size, 1000 + r * 64 + b);
+      profile::reset();
       const auto t = run_set(e, prompts, p);
+      if (profile_ops) profiles[b] = decode_profile_table();
       double first = 0, last = 0;
       for (const Timed& x : t) first = std::max(first, x.first_ms), last = std::max(last, x.last_ms);
       ours[b].push_back(b * (out - 1) / ((last - first) / 1000.0));
@@ -118,5 +146,6 @@ int main(int argc, char** argv) {
     std::printf("%4d %26s %9.2fx %26s %22s\n", b, fmt_summary(o).c_str(), o.median / s1, peer_col.c_str(),
                 ratio_col.c_str());
   }
+  for (const auto& [b, table] : profiles) std::printf("\ndecode steps at B = %d (ms per step):\n%s", b, table.c_str());
   return 0;
 }

@@ -41,6 +41,14 @@ inline Profile& global() {
   static Profile p;
   return p;
 }
+// Zeroes the accumulated times, calls and steps (a benchmark profiling one configuration at a time).
+inline void reset() {
+  Profile& p = global();
+  for (int ph = 0; ph < 2; ++ph) {
+    p.steps[ph] = 0;
+    for (int op = 0; op < kNumOps; ++op) p.ms[ph][op] = 0.0, p.calls[ph][op] = 0;
+  }
+}
 inline bool enabled() { return global().enabled.load(std::memory_order_relaxed); }
 inline void set_phase(Phase phase) {
   if (enabled()) global().phase = phase;
