@@ -96,3 +96,32 @@ TEST(PagedAttentionInvariance, RowBitsIndependentOfChunkingBatchAndThreads) {
 
 }  // namespace
 }  // namespace tessera::kernels
+
+namespace tessera::kernels {
+namespace {
+
+// The AVX-512 fused tile (block sizes that are multiples of 16: K and V read straight from the
+// cache) against the three-step tiles (block size 8: load_tile copies the tile to f32 first):
+// tiles are cut at absolute positions whatever the block size, so the same rows must come out
+// bit for bit the same, for prefill chunks, decode and speculative chunks, with every KV dtype.
+TEST(PagedAttentionInvariance, FusedTileBitsEqualThreeStepTiles) {
+  if (detected_isa_level() < IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
+  set_isa_level(IsaLevel::kAvx512);
+  const int32_t len = 300;
+  std::vector<std::vector<Chunk>> steps{{{0, 0, 130}}, {{0, 130, 5}}, {{0, 135, 1}}, {{0, 136, 164}}};
+  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kQ8}) {
+    for (int32_t fused_block : {16, 32}) {
+      SCOPED_TRACE(::testing::Message() << "dtype=" << static_cast<int>(dtype) << " block=" << fused_block);
+      PagedFixture three_step(9, 3, 64, 8, dtype, {len, 40});
+      PagedFixture fused(9, 3, 64, fused_block, dtype, {len, 40});
+      const std::vector<float> a = run_schedule(three_step, steps, AttnPath::kFlash, 2, 0.17f);
+      const std::vector<float> b = run_schedule(fused, steps, AttnPath::kFlash, 2, 0.17f);
+      ASSERT_EQ(a.size(), size_t(len) * three_step.row_q());
+      EXPECT_TRUE(same_bits(a, b));
+    }
+  }
+  set_isa_level(detected_isa_level());
+}
+
+}  // namespace
+}  // namespace tessera::kernels
