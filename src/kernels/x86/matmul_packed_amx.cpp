@@ -104,82 +104,114 @@ inline void unpack_block(const uint8_t* rec, uint8_t* dst) {
   }
 }
 
+// The activation scales of one call transposed to [block][row], so that the rows of a tile read
+// block b's scales at constant offsets from one pointer (with [row][block] every row needs its own
+// index register, and the 16 accumulators no longer fit in registers).
+struct BlockScales {
+  const float* xd;       // [nb][m] d of each activation block
+  const float* xs;       // [nb][m] d * sum(q)
+  const int32_t* xsum;   // [nb][m] sum(q)
+  int64_t m;
+};
+
 // The canonical float step of block b for rows i0 .. i0+M-1 from their int32 dots c[j][16].
 template <DType T, int M>
-inline void float_step(const MatmulArgs& a, const uint8_t* rec, int64_t nb, int64_t i0, int64_t b,
-                       const int32_t* c, __m512 y[M]) {
+inline void float_step(const BlockScales& bs, const uint8_t* rec, int64_t i0, int64_t b, const int32_t* c,
+                       __m512 y[M]) {
   using L = Layout<T>;
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kScaleAt)));
   __m512 mw;
   if constexpr (L::kMin) mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kScaleAt + 32)));
+  const float* xd = bs.xd + b * bs.m + i0;
+  const float* xs = bs.xs + b * bs.m + i0;
+  const int32_t* xsum = bs.xsum + b * bs.m + i0;
+#pragma GCC unroll 16
   for (int j = 0; j < M; ++j) {
-    const int64_t blk = (i0 + j) * nb + b;
     __m512i isum = _mm512_load_si512(c + 16 * j);
-    if constexpr (L::kOffset != 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(L::kOffset * a.xsum[blk]));
-    y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(a.xd[blk])), y[j]);
-    if constexpr (L::kMin) y[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.xs[blk]), y[j]);
+    if constexpr (L::kOffset != 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(L::kOffset * xsum[j]));
+    y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xd[j])), y[j]);
+    if constexpr (L::kMin) y[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[j]), y[j]);
   }
 }
 
-// One block's dots: C = A (activation rows, block b) x B (block b's tile), stored to cbuf.
-#define TESSERA_AMX_BLOCK(C, A, B, x_block, b_tile, cbuf) \
-  do {                                                    \
-    _tile_loadd(A, x_block, a.cols);                      \
-    _tile_loadd(B, b_tile, kRowBytes);                    \
-    _tile_zero(C);                                        \
-    _tile_dpbsud(C, A, B);                                \
-    _tile_stored(C, cbuf, 64);                            \
+// One block's dots into tile C: C = A (activation rows, block b) x B (block b's tile).
+#define TESSERA_AMX_DOT(C, A, B, x_block, b_tile) \
+  do {                                            \
+    _tile_loadd(A, x_block, a.cols);              \
+    _tile_loadd(B, b_tile, kRowBytes);            \
+    _tile_zero(C);                                \
+    _tile_dpbsud(C, A, B);                        \
   } while (0)
 
+// How many blocks ahead of its multiply a 4- or 5-bit block is unpacked: a tile load of bytes
+// that vector stores wrote moments before waits for them (about 20 cycles per block at distance 1).
+constexpr int64_t kUnpackAhead = 3;
+
 // Rows i0 .. i0+M-1 of one group (M = 16 on tiles C0/A0/B0 and C1/A1/B1 by block parity, M < 16
-// on the tail tiles), software-pipelined: block k's tile multiply and store are issued before
-// block k-1's float step, so the vector units work while the tile unit does (the float steps
-// still run in ascending block order). The first row tile of a group prefetches its records and,
-// for the 4- and 5-bit types, unpacks block k+1's B tile while block k multiplies; later row
-// tiles reuse the unpacked tiles.
+// on the tail tiles), software-pipelined three deep: in iteration k the tile unit multiplies
+// block k and stores block k-1's dots (whose multiply has had a whole iteration to finish), and
+// the vector units do block k-2's float step (the float steps still run in ascending block order).
+// The first row tile of a group prefetches its records and, for the 4- and 5-bit types, unpacks
+// the B tiles kUnpackAhead blocks ahead of their multiply; later row tiles reuse them.
 template <DType T, int M>
-void row_tile(const MatmulArgs& a, const uint8_t* group, uint8_t* b_tiles, size_t b_stride, int64_t nb,
-              int64_t i0, float* y_base, __mmask16 store, bool first) {
+void row_tile(const MatmulArgs& a, const BlockScales& bs, const uint8_t* group, uint8_t* b_tiles, size_t b_stride,
+              int64_t nb, int64_t i0, float* y_base, __mmask16 store, bool first) {
   const size_t record = packed_record_bytes(T);
   alignas(64) int32_t cbuf[2][M * 16];
   __m512 y[M];
   for (auto& v : y) v = _mm512_setzero_ps();
   const int8_t* x = a.xq + i0 * a.cols;
-  if (!Layout<T>::kQ8 && first) unpack_block<T>(group, b_tiles);
+  const bool unpack = !Layout<T>::kQ8 && first;
+  if (unpack) {
+    for (int64_t k = 0; k < std::min(kUnpackAhead, nb); ++k) unpack_block<T>(group + k * record, b_tiles + k * b_stride);
+  }
+  auto store_dots = [&](int64_t k) {  // block k's tile -> cbuf[k & 1]
+    if constexpr (M == kTileM) {
+      if (k & 1) _tile_stored(kC1, cbuf[1], 64);
+      else _tile_stored(kC0, cbuf[0], 64);
+    } else {
+      _tile_stored(kCTail, cbuf[k & 1], 64);
+    }
+  };
   for (int64_t k = 0; k < nb; ++k) {
     const uint8_t* rec = group + static_cast<size_t>(k) * record;
     if (first) {  // the weights stream from memory once per call: keep kPrefetchRecords ahead
       for (size_t line = 0; line < record; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * record + line), _MM_HINT_T0);
       }
-      if (!Layout<T>::kQ8 && k + 1 < nb) unpack_block<T>(rec + record, b_tiles + (k + 1) * b_stride);
+    }
+    if (unpack && k + kUnpackAhead < nb) {
+      unpack_block<T>(rec + kUnpackAhead * record, b_tiles + (k + kUnpackAhead) * b_stride);
     }
     const int8_t* xk = x + k * kQk;
     const uint8_t* bk = b_tiles + k * b_stride;
-    int32_t* ck = cbuf[k & 1];
     if constexpr (M == kTileM) {
       if (k & 1) {
-        TESSERA_AMX_BLOCK(kC1, kA1, kB1, xk, bk, ck);
+        TESSERA_AMX_DOT(kC1, kA1, kB1, xk, bk);
       } else {
-        TESSERA_AMX_BLOCK(kC0, kA0, kB0, xk, bk, ck);
+        TESSERA_AMX_DOT(kC0, kA0, kB0, xk, bk);
       }
+      if (k > 0) store_dots(k - 1);
     } else {
-      TESSERA_AMX_BLOCK(kCTail, kATail, kB0, xk, bk, ck);
+      if (k > 0) store_dots(k - 1);  // the tail has one C tile: store it before it is reused
+      TESSERA_AMX_DOT(kCTail, kATail, kB0, xk, bk);
     }
-    if (k > 0) float_step<T, M>(a, rec - record, nb, i0, k - 1, cbuf[(k - 1) & 1], y);
+    if (k > 1) float_step<T, M>(bs, rec - 2 * record, i0, k - 2, cbuf[k & 1], y);
   }
-  float_step<T, M>(a, group + static_cast<size_t>(nb - 1) * record, nb, i0, nb - 1, cbuf[(nb - 1) & 1], y);
+  store_dots(nb - 1);
+  if (nb > 1) float_step<T, M>(bs, group + static_cast<size_t>(nb - 2) * record, i0, nb - 2, cbuf[nb & 1], y);
+  float_step<T, M>(bs, group + static_cast<size_t>(nb - 1) * record, i0, nb - 1, cbuf[(nb - 1) & 1], y);
   for (int j = 0; j < M; ++j) _mm512_mask_storeu_ps(y_base + (i0 + j) * a.rows, store, y[j]);
 }
 
-#undef TESSERA_AMX_BLOCK
+#undef TESSERA_AMX_DOT
 
 template <DType T, int M = kTileM - 1>
-void tail_dispatch(int tail, const MatmulArgs& a, const uint8_t* group, uint8_t* b_tiles, size_t b_stride,
+void tail_dispatch(int tail, const MatmulArgs& a, const BlockScales& bs, const uint8_t* group, uint8_t* b_tiles, size_t b_stride,
                    int64_t nb, int64_t i0, float* y_base, __mmask16 store, bool first) {
   if constexpr (M >= 1) {
-    if (tail == M) return row_tile<T, M>(a, group, b_tiles, b_stride, nb, i0, y_base, store, first);
-    tail_dispatch<T, M - 1>(tail, a, group, b_tiles, b_stride, nb, i0, y_base, store, first);
+    if (tail == M) return row_tile<T, M>(a, bs, group, b_tiles, b_stride, nb, i0, y_base, store, first);
+    tail_dispatch<T, M - 1>(tail, a, bs, group, b_tiles, b_stride, nb, i0, y_base, store, first);
   }
 }
 
@@ -198,6 +230,19 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (!L::kQ8 && unpacked.size() < static_cast<size_t>(nb) * (kBlockBytes / 64)) {
     unpacked.resize(static_cast<size_t>(nb) * (kBlockBytes / 64));
   }
+  thread_local std::vector<float> scale_t;
+  thread_local std::vector<int32_t> sum_t;
+  const size_t n = static_cast<size_t>(nb * a.m);
+  if (scale_t.size() < 2 * n) scale_t.resize(2 * n);
+  if (sum_t.size() < n) sum_t.resize(n);
+  for (int64_t i = 0; i < a.m; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      scale_t[b * a.m + i] = a.xd[i * nb + b];
+      scale_t[n + b * a.m + i] = a.xs[i * nb + b];
+      sum_t[b * a.m + i] = a.xsum[i * nb + b];
+    }
+  }
+  const BlockScales bs{scale_t.data(), scale_t.data() + n, sum_t.data(), a.m};
   for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
     const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
     const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
@@ -210,9 +255,9 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     float* y_base = a.y + g * kPackRows;
     int64_t i0 = 0;
     for (; i0 + kTileM <= a.m; i0 += kTileM, first = false) {
-      row_tile<T, kTileM>(a, group, b_tiles, b_stride, nb, i0, y_base, store, first);
+      row_tile<T, kTileM>(a, bs, group, b_tiles, b_stride, nb, i0, y_base, store, first);
     }
-    if (tail > 0) tail_dispatch<T>(tail, a, group, b_tiles, b_stride, nb, i0, y_base, store, first);
+    if (tail > 0) tail_dispatch<T>(tail, a, bs, group, b_tiles, b_stride, nb, i0, y_base, store, first);
   }
 }
 
