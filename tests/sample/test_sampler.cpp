@@ -65,6 +65,43 @@ TEST(Sampler, GreedyTiesBreakToLowestIdAndConsumeNoDraws) {
   EXPECT_EQ(argmax_lowest_id(all_equal.data(), 6), 0);
 }
 
+// The vectorized argmax (16 lanes at a time, then a scalar tail) against a plain scan: the max
+// planted in every lane of a 16-group, in the tail, twice (lowest id wins), among NaNs (never win),
+// and +0 against -0 (compare equal: the first one wins).
+TEST(Sampler, ArgmaxLowestIdMatchesAPlainScan) {
+  auto plain = [](const std::vector<float>& row) {
+    int32_t best = -1;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (!std::isnan(row[i]) && (best < 0 || row[i] > row[static_cast<size_t>(best)])) best = static_cast<int32_t>(i);
+    }
+    return best < 0 ? 0 : best;
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-10.0f, 10.0f);
+  for (int32_t n : {1, 15, 16, 17, 49152, 49159}) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int32_t at : {0, 5, 15, 16, 31, n / 2, n - 1}) {
+      if (at >= n) continue;
+      for (float& x : row) x = u(rng);
+      for (size_t i = 3; i < row.size(); i += 97) row[i] = std::numeric_limits<float>::quiet_NaN();
+      row[static_cast<size_t>(at)] = 11.0f;
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " at=" << at);
+      EXPECT_EQ(argmax_lowest_id(row.data(), n), at);
+      EXPECT_EQ(argmax_lowest_id(row.data(), n), plain(row));
+      if (at + 20 < n) {
+        row[static_cast<size_t>(at + 20)] = 11.0f;  // a later tie loses
+        EXPECT_EQ(argmax_lowest_id(row.data(), n), at);
+      }
+    }
+  }
+  std::vector<float> zeros(40, -1.0f);
+  zeros[21] = -0.0f;
+  zeros[33] = 0.0f;
+  EXPECT_EQ(argmax_lowest_id(zeros.data(), 40), 21);
+  std::vector<float> nans(20, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(argmax_lowest_id(nans.data(), 20), 0);
+}
+
 TEST(Sampler, TopKKeepsExactlyKTokens) {
   Sampler sampler(6);
   SamplingParams p;
