@@ -30,6 +30,8 @@ struct ActivationScratch {
   std::vector<float> xs;        // [m][cols / 32]
   std::vector<int32_t> xsum;    // [m][cols / 32]
   std::vector<int32_t> xbsums;  // [m][cols / 16]
+  std::vector<float> xd_t, xs_t;   // [cols / 32][m] (AMX batches)
+  std::vector<int32_t> xsum_t;     // [cols / 32][m]
 };
 
 template <typename T>
@@ -56,7 +58,7 @@ void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   const IsaLevel level = isa_level();
   if (avx512_kernels_available()) {
     if (a.packed && g_packed_enabled.load(std::memory_order_relaxed)) {
-      if (a.m >= kAmxMinRows && g_amx_enabled.load(std::memory_order_relaxed) && amx_tiles_usable() &&
+      if (a.m >= kAmxMinRows && a.xd_t != nullptr && g_amx_enabled.load(std::memory_order_relaxed) && amx_tiles_usable() &&
           amx::packed_rows(a, r_begin, r_end)) {
         return;
       }
@@ -127,6 +129,9 @@ void WeightMatrix::pack_all_if_useful(std::span<WeightMatrix* const> matrices) {
 
 namespace {
 
+// Activation batches of at most this many elements are quantized on the calling thread.
+constexpr int64_t kInlineQuantizeElems = int64_t{1} << 15;
+
 // Quantizes x into the calling thread's scratch (rows in parallel when m > 1) and points a's
 // activation fields at it. Float weights read x directly.
 void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
@@ -142,25 +147,49 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   int32_t* xbsums = grow(scratch.xbsums, family == WeightFamily::kSuperBlock256 ? m * cols / 16 : 1);
   const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
   const DType type = a.type;
-  // Rows of x are independent: quantize them in parallel (the split cannot change any value).
-  pool.for_chunks(m, std::max<int64_t>(1, m / (4 * pool.num_threads())), [&](int64_t i0, int64_t i1) {
+  const bool transposed = family == WeightFamily::kBlock32 && m >= kAmxMinRows;
+  float* xd_t = transposed ? grow(scratch.xd_t, m * cols / kQk) : nullptr;
+  float* xs_t = transposed ? grow(scratch.xs_t, m * cols / kQk) : nullptr;
+  int32_t* xsum_t = transposed ? grow(scratch.xsum_t, m * cols / kQk) : nullptr;
+  // Rows [i0, i1) of the scales into their [block][row] copies.
+  auto transpose_rows = [&](int64_t i0, int64_t i1) {
+    if (!transposed) return;
+    const int64_t nb = cols / kQk;
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t b = 0; b < nb; ++b) {
+        xd_t[b * m + i] = xd[i * nb + b];
+        xs_t[b * m + i] = xs[i * nb + b];
+        xsum_t[b * m + i] = xsum[i * nb + b];
+      }
+    }
+  };
+  // Rows of x are independent: quantize them in parallel (the split cannot change any value),
+  // except small batches (batched decode: 16 rows of 576), which one thread quantizes faster than
+  // a dispatch costs, leaving the rows in the cache of the thread that runs the first matmul chunk.
+  const int64_t chunk = m * cols <= kInlineQuantizeElems ? m : std::max<int64_t>(1, m / (4 * pool.num_threads()));
+  pool.for_chunks(m, chunk, [&](int64_t i0, int64_t i1) {
     const int64_t nb = cols / block;
     int32_t* bsums = family == WeightFamily::kSuperBlock256 ? xbsums + i0 * (cols / 16) : xbsums;
 #if !defined(TESSERA_FORCE_SCALAR)
     if (isa_level() >= IsaLevel::kAvx2) {
       avx2::quantize_activations(x + i0 * cols, (i1 - i0) * nb, block, xq + i0 * cols,
                                  xd + i0 * nb, xs + i0 * nb, xsum + i0 * nb, bsums);
+      transpose_rows(i0, i1);
       return;
     }
 #endif
     quantize_activations(type, x + i0 * cols, i1 - i0, cols, xq + i0 * cols, xd + i0 * nb,
                          xs + i0 * nb, xsum + i0 * nb, bsums);
+    transpose_rows(i0, i1);
   });
   a.xq = xq;
   a.xd = xd;
   a.xs = xs;
   a.xsum = xsum;
   a.xbsums = xbsums;
+  a.xd_t = xd_t;
+  a.xs_t = xs_t;
+  a.xsum_t = xsum_t;
 }
 
 MatmulArgs make_args(const WeightMatrix& w, const float* x, int64_t m, float* y) {
@@ -187,10 +216,13 @@ int64_t inline_bytes() {
 }
 
 // Output rows are handed out in chunks of a multiple of 16 rows (stores of two threads stay on
-// separate cache lines), about 8 chunks per thread; which thread runs a chunk never changes a value.
+// separate cache lines), one chunk per thread: each thread then streams one contiguous run of
+// weights. (Eight chunks per thread, handed out as threads come, cost SmolLM2 12-15% of a decode
+// step at B = 1 and at B = 16: bench/README.md.) A late worker's chunk is taken by the caller;
+// which thread runs a chunk never changes a value.
 constexpr int64_t kRowGrain = 16;
 int64_t row_chunk(int64_t rows, const ThreadPool& pool) {
-  const int64_t per = rows / (8 * int64_t{pool.num_threads()});
+  const int64_t per = rows / int64_t{pool.num_threads()};
   return std::max(kRowGrain, (per + kRowGrain - 1) / kRowGrain * kRowGrain);
 }
 
@@ -234,7 +266,8 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
   prepare_activations(args[0], pool);
   for (size_t k = 1; k < outs.size(); ++k) {
     args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
-    args[k].xsum = args[0].xsum;
+    args[k].xsum = args[0].xsum, args[k].xd_t = args[0].xd_t, args[k].xs_t = args[0].xs_t;
+    args[k].xsum_t = args[0].xsum_t;
   }
   const size_t n = outs.size();
   auto rows = [&](int64_t r0, int64_t r1) {

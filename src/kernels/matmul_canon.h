@@ -37,6 +37,11 @@ struct MatmulArgs {
   const float* xs = nullptr;        // [m][cols / 32] d * sum(q) (32-block types)
   const int32_t* xbsums = nullptr;  // [m][cols / 16] sums of q per 16 (K-quants)
   const int32_t* xsum = nullptr;    // [m][cols / 32] sum(q) per 32-block (32-block types)
+  // xd, xs and xsum transposed to [cols / 32][m] for 32-block types at m >= kAmxMinRows (the AMX
+  // kernel reads one block's scales for all the rows of a tile from one pointer), else null.
+  const float* xd_t = nullptr;
+  const float* xs_t = nullptr;
+  const int32_t* xsum_t = nullptr;
   // The weights repacked for the AVX-512 kernels (matmul_pack.h), or null: groups of 16 rows.
   const uint8_t* packed = nullptr;
   float* y = nullptr;               // [m][rows]

@@ -15,13 +15,13 @@
 // read straight from the quantized rows ([m][cols] int8, stride cols).
 //
 // Tiles: C0, C1 (int32, kTileM x 16), A0, A1 (int8, kTileM x 32), B0, B1 (8 x 64), used by block
-// parity and software-pipelined (row_tile): block k's tile multiply and store are issued before
-// block k-1's float step, so the tile unit and the vector units overlap. The row tail (< 16 rows)
-// uses C7, A6 configured with exactly its rows, so one tile configuration serves a whole call.
+// parity and software-pipelined (row_tile): in iteration k the tile unit multiplies block k and
+// stores block k-1's dots while the vector units do block k-2's float step. The row tail (< 16
+// rows) uses C7, A6 configured with exactly its rows, so one tile configuration serves a whole call.
 //
 // Each 32-block still needs one tile store and 16 vector reloads (the canonical per-block float
-// step), which bounds the gain: 1.2-1.3x the VNNI kernel at m = 16 on one thread, +5% on a
-// two-thread batch-16 decode step of SmolLM2 (bench/README.md).
+// step), and on the machines measured the tile unit and the vector units barely overlap, which
+// bounds the gain: 1.2-1.5x the VNNI kernel at m = 16 on one thread (bench_matmul).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
@@ -104,9 +104,9 @@ inline void unpack_block(const uint8_t* rec, uint8_t* dst) {
   }
 }
 
-// The activation scales of one call transposed to [block][row], so that the rows of a tile read
-// block b's scales at constant offsets from one pointer (with [row][block] every row needs its own
-// index register, and the 16 accumulators no longer fit in registers).
+// The activation scales of one call transposed to [block][row] (MatmulArgs::xd_t ...), so that the
+// rows of a tile read block b's scales at constant offsets from one pointer (with [row][block]
+// every row needs its own index register, and the 16 accumulators no longer fit in registers).
 struct BlockScales {
   const float* xd;       // [nb][m] d of each activation block
   const float* xs;       // [nb][m] d * sum(q)
@@ -230,19 +230,7 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (!L::kQ8 && unpacked.size() < static_cast<size_t>(nb) * (kBlockBytes / 64)) {
     unpacked.resize(static_cast<size_t>(nb) * (kBlockBytes / 64));
   }
-  thread_local std::vector<float> scale_t;
-  thread_local std::vector<int32_t> sum_t;
-  const size_t n = static_cast<size_t>(nb * a.m);
-  if (scale_t.size() < 2 * n) scale_t.resize(2 * n);
-  if (sum_t.size() < n) sum_t.resize(n);
-  for (int64_t i = 0; i < a.m; ++i) {
-    for (int64_t b = 0; b < nb; ++b) {
-      scale_t[b * a.m + i] = a.xd[i * nb + b];
-      scale_t[n + b * a.m + i] = a.xs[i * nb + b];
-      sum_t[b * a.m + i] = a.xsum[i * nb + b];
-    }
-  }
-  const BlockScales bs{scale_t.data(), scale_t.data() + n, sum_t.data(), a.m};
+  const BlockScales bs{a.xd_t, a.xs_t, a.xsum_t, a.m};
   for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
     const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
     const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
