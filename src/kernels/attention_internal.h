@@ -149,12 +149,16 @@ class PrefetchStream {
   int32_t total_lines() const { return num_regions_ * lines_per_region_; }
   // Lines to issue per key of a tile of n keys so that all are out by its end.
   int32_t lines_per_key(int32_t n) const { return (total_lines() + n - 1) / n; }
-  // Issues the next n lines (fewer at the end).
+  // Issues the next n lines (fewer at the end). The cursor lives in locals while the loop runs:
+  // the prefetch reads memory through a char pointer, which may alias the members, so updating
+  // the members themselves would store them before every prefetch (a store-to-load chain).
   void issue(int32_t n) {
-    for (; n > 0 && region_ < num_regions_; --n) {
-      prefetch_line(regions_[region_] + int64_t{line_} * 64);
-      if (++line_ == lines_per_region_) line_ = 0, ++region_;
+    int32_t region = region_, line = line_;
+    for (; n > 0 && region < num_regions_; --n) {
+      prefetch_line(regions_[region] + int64_t{line} * 64);
+      if (++line == lines_per_region_) line = 0, ++region;
     }
+    region_ = region, line_ = line;
   }
 
  private:
