@@ -25,6 +25,8 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
   indptr_.reserve(max_seqs + 1);
   indices_.reserve(max_seqs * static_cast<size_t>((config.max_model_len + kv.block_size() - 1) / kv.block_size() + 1));
   logits_rows_.reserve(max_tokens);
+  plain_greedy_.reserve(max_seqs);
+  greedy_rows_.reserve(max_seqs);
   // Every logits row a step can ask for: each sequence's drafts + 1, within the token budget.
   const size_t max_rows = std::min(max_tokens, max_seqs * static_cast<size_t>(config.max_num_spec_tokens + 1));
   logits_.resize(max_rows * static_cast<size_t>(model.config().vocab_size));
@@ -130,19 +132,48 @@ RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const Sampl
 
   profile::OpScope sampling_scope(profile::Op::kSampling);
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  // Plain greedy rows (no penalties, logprobs, drafts or extra samples) are independent argmaxes
+  // over 49k-entry rows: a batch picks them on the pool, the same token wherever it runs.
+  plain_greedy_.assign(out.seqs.size(), -1);
+  greedy_rows_.clear();
+  if (sampling_.size() < out.seqs.size()) sampling_.resize(out.seqs.size());
   size_t row = 0;
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
+    if (!s.needs_logits) continue;
+    sampling_[i] = lookup(s);
+    const SequenceSampling& ss = sampling_[i];
+    if (ss.params != nullptr && sample::is_plain_greedy(*ss.params) && s.num_spec_tokens == 0 && s.num_samples == 1) {
+      greedy_rows_.emplace_back(static_cast<int32_t>(i), row);
+    }
+    row += static_cast<size_t>(s.num_spec_tokens + 1);
+  }
+  const auto num_greedy = static_cast<int64_t>(greedy_rows_.size());
+  const int64_t threads = pool_.num_threads();
+  const int64_t greedy_chunk = num_greedy >= 4 ? (num_greedy + threads - 1) / threads : num_greedy;
+  pool_.for_chunks(num_greedy, greedy_chunk, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const auto [i, r] = greedy_rows_[static_cast<size_t>(g)];
+      plain_greedy_[static_cast<size_t>(i)] = sample::argmax_lowest_id(logits_.data() + r * vocab, static_cast<int32_t>(vocab));
+    }
+  });
+  row = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
     if (!s.needs_logits) continue;
     const float* rows = logits_.data() + row * vocab;
     row += static_cast<size_t>(s.num_spec_tokens + 1);
-    sample_sequence(s, rows, lookup(s), result.sampled.sampled_token_ids[i], result.logprobs[i],
+    if (plain_greedy_[i] >= 0) {
+      result.sampled.sampled_token_ids[i].push_back(plain_greedy_[i]);
+      continue;
+    }
+    sample_sequence(s, rows, sampling_[i], result.sampled.sampled_token_ids[i], result.logprobs[i],
                     result.num_accepted_drafts[i]);
   }
   return result;
 }
 
-void ModelRunner::sample_sequence(const sched::ScheduledSeq& seq, const float* rows, SequenceSampling s,
+void ModelRunner::sample_sequence(const sched::ScheduledSeq& seq, const float* rows, const SequenceSampling& s,
                                   std::vector<int32_t>& tokens, SampledLogprobs& logprobs,
                                   int32_t& num_accepted) {
   TESSERA_CHECK(s.params != nullptr && !s.rngs.empty(), "no sampling state for seq {}", seq.seq_id);

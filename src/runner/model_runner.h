@@ -74,7 +74,7 @@ class ModelRunner {
  private:
   void build_batch(const sched::SchedulerOutput& out);
   void append_padding_lanes(int32_t num_idle_lanes);
-  void sample_sequence(const sched::ScheduledSeq& seq, const float* rows, SequenceSampling s,
+  void sample_sequence(const sched::ScheduledSeq& seq, const float* rows, const SequenceSampling& s,
                        std::vector<int32_t>& tokens, SampledLogprobs& logprobs, int32_t& num_accepted);
 
   const LlamaModel& model_;
@@ -90,6 +90,9 @@ class ModelRunner {
   std::vector<float> logits_;              // [max rows][vocab]
   int32_t num_logits_rows_ = 0;
   int32_t num_padding_lanes_ = 0;          // static policy: idle lanes computed this step
+  std::vector<SequenceSampling> sampling_;  // per scheduled seq: its lookup() (sampled seqs)
+  std::vector<int32_t> plain_greedy_;      // per scheduled seq: its argmax token, or -1 (sampled below)
+  std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, first logits row) picked in parallel
   std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification
 };
 

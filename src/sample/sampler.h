@@ -49,6 +49,11 @@ inline bool is_greedy(const SamplingParams& params) {
   return params.temperature < kGreedyTemperature;
 }
 bool has_penalties(const SamplingParams& params);
+// Greedy with no penalties and no logprobs: Sampler::sample's token is argmax_lowest_id of the raw
+// row, and it draws nothing and touches no workspace (so rows can be picked on any thread).
+inline bool is_plain_greedy(const SamplingParams& params) {
+  return is_greedy(params) && !has_penalties(params) && !params.logprobs.has_value();
+}
 
 // Rejects values the sampler cannot honour (negative temperature, top_p outside (0, 1], ...).
 // The engine calls this when a request arrives; sample() assumes valid params.
