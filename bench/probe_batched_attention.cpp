@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (seqs < 1 || seqs > 4096 || ctx < 1 || ctx > 32768 || threads < 1 || threads > 256) {
+    std::fprintf(stderr, "error: need 1 <= --seqs <= 4096, 1 <= --ctx <= 32768, 1 <= --threads <= 256\n");
+    return 2;
+  }
   constexpr int32_t kLayers = 30, kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;
   const int32_t blocks_per_seq = (ctx + kBlock - 1) / kBlock;
   const int32_t num_blocks = seqs * std::max(blocks_per_seq, 8) + 8;

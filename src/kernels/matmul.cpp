@@ -53,15 +53,24 @@ bool avx512_kernels_available() {
 #endif
 }
 
+// Whether this call's rows run on the AMX tiles (which read the activation scales transposed).
+bool amx_will_run(const MatmulArgs& a) {
+#if !defined(TESSERA_FORCE_SCALAR)
+  return a.m >= kAmxMinRows && a.packed != nullptr && weight_family(a.type) == WeightFamily::kBlock32 &&
+         avx512_kernels_available() && g_packed_enabled.load(std::memory_order_relaxed) &&
+         g_amx_enabled.load(std::memory_order_relaxed) && amx_tiles_usable();
+#else
+  return false;
+#endif
+}
+
 void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
 #if !defined(TESSERA_FORCE_SCALAR)
   const IsaLevel level = isa_level();
   if (avx512_kernels_available()) {
     if (a.packed && g_packed_enabled.load(std::memory_order_relaxed)) {
-      if (a.m >= kAmxMinRows && a.xd_t != nullptr && g_amx_enabled.load(std::memory_order_relaxed) && amx_tiles_usable() &&
-          amx::packed_rows(a, r_begin, r_end)) {
-        return;
-      }
+      // xd_t is set exactly when amx_will_run(a) held as the activations were prepared.
+      if (a.xd_t != nullptr && amx::packed_rows(a, r_begin, r_end)) return;
       if (avx512::packed_rows(a, r_begin, r_end)) return;
     }
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
@@ -147,7 +156,7 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   int32_t* xbsums = grow(scratch.xbsums, family == WeightFamily::kSuperBlock256 ? m * cols / 16 : 1);
   const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
   const DType type = a.type;
-  const bool transposed = family == WeightFamily::kBlock32 && m >= kAmxMinRows;
+  const bool transposed = amx_will_run(a);
   float* xd_t = transposed ? grow(scratch.xd_t, m * cols / kQk) : nullptr;
   float* xs_t = transposed ? grow(scratch.xs_t, m * cols / kQk) : nullptr;
   int32_t* xsum_t = transposed ? grow(scratch.xsum_t, m * cols / kQk) : nullptr;

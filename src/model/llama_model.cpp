@@ -184,6 +184,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
   const int64_t row_chunk =
       num_tokens < 8 ? num_tokens : (num_tokens + 2 * pool.num_threads() - 1) / (2 * pool.num_threads());
   auto over_rows = [&](auto&& fn) { pool.for_chunks(num_tokens, row_chunk, fn); };
+  constexpr int64_t kInlineRowElems = int64_t{1} << 15;
   // x += h (the residual of the block before, unless `add` is false), then h = rmsnorm(x), row by
   // row in one pass. Up to 32K elements (batched decode) on the calling thread: cheaper than a
   // dispatch, and the same operations on every row either way.
@@ -192,7 +193,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       if (add) kernels::add_inplace(x + t0 * dim, h + t0 * dim, (t1 - t0) * dim);
       kernels::rmsnorm(x + t0 * dim, norm.data(), c.rms_eps, h + t0 * dim, dim, t1 - t0);
     };
-    if (num_tokens * dim <= (int64_t{1} << 15)) {
+    if (num_tokens * dim <= kInlineRowElems) {
       rows(0, num_tokens);
     } else {
       over_rows(rows);

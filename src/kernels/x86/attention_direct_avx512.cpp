@@ -58,10 +58,9 @@ void locate(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t k
   for (int32_t j = 0; j < n; ++j) {
     if (j > 0) cur.next();
     ts.v_row[j] = static_cast<const char*>(kv.v) + cur.offset() * elem;
-    if constexpr (DT == KvDType::kQ8) {
-      const int32_t key = key_begin + j;
-      ts.v_scale[j] = kv.v_scale[scale_offset(kv, blocks[key / kv.block_size], key % kv.block_size, kv_head)];
-    }
+    // A V row's scale index is its element offset / head_dim (scale_offset and v_offset share
+    // the [block][kv_head][slot] order).
+    if constexpr (DT == KvDType::kQ8) ts.v_scale[j] = kv.v_scale[cur.offset() / kv.head_dim];
   }
 }
 
