@@ -54,7 +54,7 @@ bool avx512_kernels_available() {
 }
 
 // Whether this call's rows run on the AMX tiles (which read the activation scales transposed).
-bool amx_will_run(const MatmulArgs& a) {
+bool amx_will_run([[maybe_unused]] const MatmulArgs& a) {
 #if !defined(TESSERA_FORCE_SCALAR)
   return a.m >= kAmxMinRows && a.packed != nullptr && weight_family(a.type) == WeightFamily::kBlock32 &&
          avx512_kernels_available() && g_packed_enabled.load(std::memory_order_relaxed) &&
