@@ -224,16 +224,13 @@ int64_t inline_bytes() {
   return v;
 }
 
-// Output rows are handed out in chunks of a multiple of 16 rows (stores of two threads stay on
-// separate cache lines), one chunk per thread: each thread then streams one contiguous run of
-// weights. (Eight chunks per thread, handed out as threads come, cost SmolLM2 12-15% of a decode
-// step at B = 1 and at B = 16: bench/README.md.) A late worker's chunk is taken by the caller;
-// which thread runs a chunk never changes a value.
+// Output rows are split into one contiguous range per thread, in pieces of whole 16-row groups
+// (stores of two threads stay on separate cache lines), and a thread that finishes its range
+// first takes groups from the back of the other's (ThreadPool::for_ranges): each thread streams
+// one contiguous run of weights (eight chunks per thread handed out as threads came cost SmolLM2
+// 12-15% of a decode step: bench/README.md), and neither waits long for the other. Which thread
+// runs a group never changes a value.
 constexpr int64_t kRowGrain = 16;
-int64_t row_chunk(int64_t rows, const ThreadPool& pool) {
-  const int64_t per = rows / int64_t{pool.num_threads()};
-  return std::max(kRowGrain, (per + kRowGrain - 1) / kRowGrain * kRowGrain);
-}
 
 }  // namespace
 
@@ -249,7 +246,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPo
     run_rows(a, 0, w.rows());
     return;
   }
-  pool.for_chunks(w.rows(), row_chunk(w.rows(), pool), [&](int64_t r0, int64_t r1) { run_rows(a, r0, r1); });
+  pool.for_ranges(w.rows(), kRowGrain, [&](int64_t r0, int64_t r1) { run_rows(a, r0, r1); });
 }
 
 void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
@@ -289,7 +286,7 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
     rows(0, first_row[n]);
     return;
   }
-  pool.for_chunks(first_row[n], row_chunk(first_row[n], pool), rows);
+  pool.for_ranges(first_row[n], kRowGrain, rows);
 }
 
 }  // namespace tessera::kernels

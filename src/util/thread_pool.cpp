@@ -28,7 +28,8 @@ int default_num_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)), ranges_(static_cast<size_t>(num_threads_)) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -68,7 +69,56 @@ void ThreadPool::run_erased(void* ctx, Trampoline fn) {
   }
 }
 
-void ThreadPool::take_chunks(ChunkJob& job) {
+namespace {
+inline uint64_t pack_bounds(int64_t front, int64_t back) {
+  return static_cast<uint64_t>(front) | (static_cast<uint64_t>(back) << 32);
+}
+inline int64_t bounds_front(uint64_t b) { return static_cast<int64_t>(b & 0xffffffffu); }
+inline int64_t bounds_back(uint64_t b) { return static_cast<int64_t>(b >> 32); }
+}  // namespace
+
+bool ThreadPool::take_front(ChunkJob& job, int range) {
+  std::atomic<uint64_t>& slot = ranges_[static_cast<size_t>(range)].bounds;
+  uint64_t b = slot.load(std::memory_order_acquire);
+  for (;;) {
+    const int64_t front = bounds_front(b), back = bounds_back(b);
+    if (front >= back) return false;
+    // A quarter of what is left, rounded up to the grain: big pieces while the range is long
+    // (few claims), small ones near its end (where a thief may be taking the back).
+    const int64_t quarter = ((back - front) / 4 + job.chunk - 1) / job.chunk * job.chunk;
+    const int64_t end = std::min(back, front + std::max(job.chunk, quarter));
+    if (slot.compare_exchange_weak(b, pack_bounds(end, back), std::memory_order_acq_rel)) {
+      job.fn(job.ctx, front, end);
+      return true;
+    }
+  }
+}
+
+bool ThreadPool::take_back(ChunkJob& job, int range) {
+  std::atomic<uint64_t>& slot = ranges_[static_cast<size_t>(range)].bounds;
+  uint64_t b = slot.load(std::memory_order_acquire);
+  for (;;) {
+    const int64_t front = bounds_front(b), back = bounds_back(b);
+    if (front >= back) return false;
+    // The last grain-aligned piece: [floor((back - 1) / grain) * grain, back).
+    const int64_t begin = std::max(front, (back - 1) / job.chunk * job.chunk);
+    if (slot.compare_exchange_weak(b, pack_bounds(front, begin), std::memory_order_acq_rel)) {
+      job.fn(job.ctx, begin, back);
+      return true;
+    }
+  }
+}
+
+void ThreadPool::take_chunks(ChunkJob& job, int self) {
+  if (job.ranges) {
+    while (take_front(job, self)) {
+    }
+    for (int k = 1; k < num_threads_; ++k) {
+      while (take_back(job, (self + k) % num_threads_)) {
+      }
+    }
+    return;
+  }
   const int64_t num_chunks = (job.n + job.chunk - 1) / job.chunk;
   for (int64_t k = next_chunk_.fetch_add(1, std::memory_order_relaxed); k < num_chunks;
        k = next_chunk_.fetch_add(1, std::memory_order_relaxed)) {
@@ -79,10 +129,21 @@ void ThreadPool::take_chunks(ChunkJob& job) {
 void ThreadPool::run_chunks(ChunkJob& job) {
   chunk_job_ = &job;
   next_chunk_.store(0, std::memory_order_relaxed);
+  if (job.ranges) {
+    // Ranges of whole grains, as even as they can be; the release store of open_generation_
+    // below (seq_cst) publishes them with the job.
+    const int64_t grains = (job.n + job.chunk - 1) / job.chunk;
+    const int64_t per = (grains + num_threads_ - 1) / num_threads_;
+    for (int t = 0; t < num_threads_; ++t) {
+      const int64_t front = std::min(job.n, t * per * job.chunk);
+      const int64_t back = std::min(job.n, (t + 1) * per * job.chunk);
+      ranges_[static_cast<size_t>(t)].bounds.store(pack_bounds(front, back), std::memory_order_relaxed);
+    }
+  }
   // The generation this job will carry once published; workers join only while it is open.
   open_generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   publish();
-  take_chunks(job);
+  take_chunks(job, 0);
   // Close the job, then wait only for workers that joined before the close (seq_cst pairs with the
   // worker's active_ increment and open_generation_ check).
   open_generation_.store(0, std::memory_order_seq_cst);
@@ -120,7 +181,7 @@ void ThreadPool::worker_loop(int index) {
     }
     // A chunk job: join only if it is still open (the caller may have finished without us).
     active_.fetch_add(1, std::memory_order_seq_cst);
-    if (open_generation_.load(std::memory_order_seq_cst) == current) take_chunks(*chunk_job_);
+    if (open_generation_.load(std::memory_order_seq_cst) == current) take_chunks(*chunk_job_, index);
     active_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }

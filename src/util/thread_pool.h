@@ -51,6 +51,30 @@ class ThreadPool {
     run_chunks(job);
   }
 
+  // Splits [0, n) into num_threads contiguous ranges (multiples of `grain`, except the last) and
+  // calls fn(begin, end) on pieces of them, each item once: every thread takes pieces from the
+  // front of its own range (a quarter of what is left, at least `grain` items) and, once that is
+  // empty, steals `grain` items at a time from the back of the others'. So each thread streams
+  // one contiguous run, as with one chunk per thread, but a thread that finishes first (the
+  // other was slowed by its neighbours, or started late) takes over the tail of the other's run
+  // instead of waiting for it. Piece boundaries are multiples of `grain` (or n). Like
+  // for_chunks, it never waits for a worker that has not started, and which thread runs a piece
+  // depends on timing: fn must give the same result wherever it runs. No allocation.
+  template <typename Fn>
+  void for_ranges(int64_t n, int64_t grain, Fn&& fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (num_threads_ == 1 || grain >= n) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    if (n > int64_t{0xffffffff}) return for_chunks(n, (n + num_threads_ - 1) / num_threads_, fn);  // 32-bit bounds
+    using F = std::remove_reference_t<Fn>;
+    ChunkJob job{n, grain, const_cast<void*>(static_cast<const void*>(&fn)),
+                 [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); }, /*ranges=*/true};
+    run_chunks(job);
+  }
+
   // Splits [0, n) into num_threads contiguous ranges (each a multiple of `grain`, except the last)
   // and calls fn(begin, end) for each non-empty one. The split depends only on n, grain and the
   // thread count, never on timing.
@@ -75,14 +99,22 @@ class ThreadPool {
   using Trampoline = void (*)(void*, int, int);
   using ChunkFn = void (*)(void*, int64_t, int64_t);
   struct ChunkJob {
-    int64_t n;      // items
-    int64_t chunk;  // items per chunk
-    void* ctx;      // the caller's callable
-    ChunkFn fn;     // calls it on [begin, end)
+    int64_t n;            // items
+    int64_t chunk;        // items per chunk (for_ranges: the grain)
+    void* ctx;            // the caller's callable
+    ChunkFn fn;           // calls it on [begin, end)
+    bool ranges = false;  // for_ranges: per-thread ranges with stealing, not a chunk counter
+  };
+  // One thread's range of a for_ranges job: front in the low 32 bits, back (exclusive) in the
+  // high 32, so that the owner (front) and thieves (back) claim pieces with one CAS each.
+  struct alignas(64) RangeSlot {
+    std::atomic<uint64_t> bounds{0};
   };
   void run_erased(void* ctx, Trampoline fn);
   void run_chunks(ChunkJob& job);
-  void take_chunks(ChunkJob& job);
+  void take_chunks(ChunkJob& job, int self);
+  bool take_front(ChunkJob& job, int range);
+  bool take_back(ChunkJob& job, int range);
   // Publishes the job that job_fn_/job_ctx_ (or chunk_job_) describe and wakes sleeping workers.
   void publish();
   void worker_loop(int index);
@@ -101,6 +133,7 @@ class ThreadPool {
   std::atomic<uint64_t> open_generation_{0};
   std::atomic<int64_t> next_chunk_{0};
   std::atomic<int> active_{0};
+  std::vector<RangeSlot> ranges_;  // for_ranges jobs: one per thread
 };
 
 // Threads to use by default: the number of cores the process may run on.

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -32,6 +35,53 @@ TEST(ThreadPool, ParallelForCoversRangeExactlyOnce) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1) << n;
     }
   }
+}
+
+TEST(ThreadPool, ForRangesCoversRangeExactlyOnceInGrainPieces) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 16, 64, 1000, 1001, 49152}) {
+      for (int64_t grain : {1, 4, 16}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        std::atomic<bool> misaligned{false};
+        pool.for_ranges(n, grain, [&](int64_t b, int64_t e) {
+          if (b % grain != 0 || (e % grain != 0 && e != n) || b >= e) misaligned = true;
+          for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)]++;
+        });
+        ASSERT_FALSE(misaligned) << "threads " << threads << " n " << n << " grain " << grain;
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1) << n << " " << grain;
+      }
+    }
+  }
+}
+
+// The caller stalls in its first piece: the worker finishes its own range and then takes the
+// caller's tail from the back, so some of the caller's range runs on the worker.
+TEST(ThreadPool, ForRangesLetsAnIdleThreadTakeTheOthersTail) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  constexpr int64_t kN = 64, kGrain = 4;
+  bool stolen = false;
+  for (int attempt = 0; attempt < 20 && !stolen; ++attempt) {  // the worker may start late
+    std::mutex mu;
+    std::vector<std::thread::id> ran_on(kN);
+    bool first = true;
+    pool.for_ranges(kN, kGrain, [&](int64_t b, int64_t e) {
+      const auto self = std::this_thread::get_id();
+      bool stall = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int64_t i = b; i < e; ++i) ran_on[static_cast<size_t>(i)] = self;
+        if (self == caller && first) {
+          stall = true;
+          first = false;
+        }
+      }
+      if (stall) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    });
+    for (int64_t i = 0; i < kN / 2; ++i) stolen = stolen || ran_on[static_cast<size_t>(i)] != caller;
+  }
+  EXPECT_TRUE(stolen);
 }
 
 TEST(ThreadPool, SingleThreadRunsInline) {

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul_canon.h"
@@ -115,9 +116,12 @@ struct BlockScales {
 };
 
 // The canonical float step of block b for rows i0 .. i0+M-1 from their int32 dots c[j][16].
-template <DType T, int M>
-inline void float_step(const BlockScales& bs, const uint8_t* rec, int64_t i0, int64_t b, const int32_t* c,
-                       __m512 y[M]) {
+// Every access to y has a constant index (the pack expansion over J) and the function is always
+// inlined, so GCC keeps the M accumulators in registers: with a loop over j, even fully unrolled,
+// it kept y on the stack and loaded and stored all 16 accumulators on every block.
+template <DType T, int M, size_t... J>
+[[gnu::always_inline]] inline void float_step(const BlockScales& bs, const uint8_t* rec, int64_t i0, int64_t b,
+                                              const int32_t* c, __m512 (&y)[M], std::index_sequence<J...>) {
   using L = Layout<T>;
   const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kScaleAt)));
   __m512 mw;
@@ -125,13 +129,13 @@ inline void float_step(const BlockScales& bs, const uint8_t* rec, int64_t i0, in
   const float* xd = bs.xd + b * bs.m + i0;
   const float* xs = bs.xs + b * bs.m + i0;
   const int32_t* xsum = bs.xsum + b * bs.m + i0;
-#pragma GCC unroll 16
-  for (int j = 0; j < M; ++j) {
+  auto row = [&](__m512& acc, int j) __attribute__((always_inline)) {
     __m512i isum = _mm512_load_si512(c + 16 * j);
     if constexpr (L::kOffset != 0) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(L::kOffset * xsum[j]));
-    y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xd[j])), y[j]);
-    if constexpr (L::kMin) y[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[j]), y[j]);
-  }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(xd[j])), acc);
+    if constexpr (L::kMin) acc = _mm512_fmadd_ps(mw, _mm512_set1_ps(xs[j]), acc);
+  };
+  (row(y[J], static_cast<int>(J)), ...);
 }
 
 // One block's dots into tile C: C = A (activation rows, block b) x B (block b's tile).
@@ -158,8 +162,9 @@ void row_tile(const MatmulArgs& a, const BlockScales& bs, const uint8_t* group, 
               int64_t nb, int64_t i0, float* y_base, __mmask16 store, bool first) {
   const size_t record = packed_record_bytes(T);
   alignas(64) int32_t cbuf[2][M * 16];
+  constexpr auto rows = std::make_index_sequence<M>{};
   __m512 y[M];
-  for (auto& v : y) v = _mm512_setzero_ps();
+  [&]<size_t... J>(std::index_sequence<J...>) { ((y[J] = _mm512_setzero_ps()), ...); }(rows);
   const int8_t* x = a.xq + i0 * a.cols;
   const bool unpack = !Layout<T>::kQ8 && first;
   if (unpack) {
@@ -196,12 +201,14 @@ void row_tile(const MatmulArgs& a, const BlockScales& bs, const uint8_t* group, 
       if (k > 0) store_dots(k - 1);  // the tail has one C tile: store it before it is reused
       TESSERA_AMX_DOT(kCTail, kATail, kB0, xk, bk);
     }
-    if (k > 1) float_step<T, M>(bs, rec - 2 * record, i0, k - 2, cbuf[k & 1], y);
+    if (k > 1) float_step<T, M>(bs, rec - 2 * record, i0, k - 2, cbuf[k & 1], y, rows);
   }
   store_dots(nb - 1);
-  if (nb > 1) float_step<T, M>(bs, group + static_cast<size_t>(nb - 2) * record, i0, nb - 2, cbuf[nb & 1], y);
-  float_step<T, M>(bs, group + static_cast<size_t>(nb - 1) * record, i0, nb - 1, cbuf[(nb - 1) & 1], y);
-  for (int j = 0; j < M; ++j) _mm512_mask_storeu_ps(y_base + (i0 + j) * a.rows, store, y[j]);
+  if (nb > 1) float_step<T, M>(bs, group + static_cast<size_t>(nb - 2) * record, i0, nb - 2, cbuf[nb & 1], y, rows);
+  float_step<T, M>(bs, group + static_cast<size_t>(nb - 1) * record, i0, nb - 1, cbuf[(nb - 1) & 1], y, rows);
+  [&]<size_t... J>(std::index_sequence<J...>) {
+    (_mm512_mask_storeu_ps(y_base + (i0 + static_cast<int64_t>(J)) * a.rows, store, y[J]), ...);
+  }(rows);
 }
 
 #undef TESSERA_AMX_DOT
