@@ -39,21 +39,17 @@ double run_peer(const std::string& model, int32_t b, int32_t in, int32_t out, in
 // The decode phase of the op profile as text: one line per op with its ms per step.
 std::string decode_profile_table() {
   const profile::Profile& p = profile::global();
-  const int ph = static_cast<int>(profile::Phase::kDecode);
-  if (p.steps[ph] == 0) return "  (no decode steps)\n";
-  const double steps = static_cast<double>(p.steps[ph]);
+  const double steps = static_cast<double>(p.steps[static_cast<int>(profile::Phase::kDecode)]);
+  if (steps == 0) return "  (no decode steps)\n";
+  std::vector<profile::OpRow> ops;
+  const double rest = profile::phase_rows(profile::Phase::kDecode, ops);
   std::string out;
   char line[128];
-  double accounted = 0.0;
-  for (int op = 0; op < profile::kNumOps; ++op) {
-    if (p.calls[ph][op] == 0) continue;
-    const auto o = static_cast<profile::Op>(op);
-    if (o != profile::Op::kStep) accounted += p.ms[ph][op];
-    std::snprintf(line, sizeof line, "  %-24s %8.3f\n", profile::op_name(o), p.ms[ph][op] / steps);
+  for (const profile::OpRow& r : ops) {
+    std::snprintf(line, sizeof line, "  %-24s %8.3f\n", profile::op_name(r.op), r.ms / steps);
     out += line;
   }
-  const double total = p.ms[ph][static_cast<int>(profile::Op::kStep)];
-  std::snprintf(line, sizeof line, "  %-24s %8.3f\n", "runner, other", (total - accounted) / steps);
+  std::snprintf(line, sizeof line, "  %-24s %8.3f\n", "runner, other", rest / steps);
   return out + line;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <vector>
 
 #include "cli/commands.h"
 #include "server/engine_flags.h"
@@ -54,20 +55,16 @@ nlohmann::json profile_report(double decode_wall_ms, bool print) {
                    static_cast<long long>(steps), step_ms / static_cast<double>(steps));
       std::fprintf(stderr, "  %-28s %10s %12s %8s\n", "op", "calls", "ms/step", "share");
     }
-    double accounted = 0.0;
-    for (int op = 0; op < profile::kNumOps; ++op) {
-      const auto o = static_cast<profile::Op>(op);
-      if (p.calls[ph][op] == 0) continue;
-      const double ms = p.ms[ph][op];
-      if (o != profile::Op::kStep) accounted += ms;
-      rows.push_back({{"op", profile::op_name(o)}, {"calls", p.calls[ph][op]}, {"ms", ms},
-                      {"ms_per_step", ms / static_cast<double>(steps)}});
+    std::vector<profile::OpRow> ops;
+    const double rest = profile::phase_rows(static_cast<profile::Phase>(ph), ops);
+    for (const profile::OpRow& r : ops) {
+      rows.push_back({{"op", profile::op_name(r.op)}, {"calls", r.calls}, {"ms", r.ms},
+                      {"ms_per_step", r.ms / static_cast<double>(steps)}});
       if (print) {
-        std::fprintf(stderr, "  %-28s %10lld %12.4f %7.1f%%\n", profile::op_name(o), static_cast<long long>(p.calls[ph][op]),
-                     ms / static_cast<double>(steps), step_ms > 0 ? 100.0 * ms / step_ms : 0.0);
+        std::fprintf(stderr, "  %-28s %10lld %12.4f %7.1f%%\n", profile::op_name(r.op), static_cast<long long>(r.calls),
+                     r.ms / static_cast<double>(steps), step_ms > 0 ? 100.0 * r.ms / step_ms : 0.0);
       }
     }
-    const double rest = step_ms - accounted;
     rows.push_back({{"op", "runner, other"}, {"ms", rest}, {"ms_per_step", rest / static_cast<double>(steps)}});
     if (print) {
       std::fprintf(stderr, "  %-28s %10s %12.4f %7.1f%%\n", "runner, other", "", rest / static_cast<double>(steps),

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace tessera::profile {
 
@@ -48,6 +49,27 @@ inline void reset() {
     p.steps[ph] = 0;
     for (int op = 0; op < kNumOps; ++op) p.ms[ph][op] = 0.0, p.calls[ph][op] = 0;
   }
+}
+// One op of a phase's table: calls and total wall milliseconds.
+struct OpRow {
+  Op op;
+  int64_t calls;
+  double ms;
+};
+// The ops of `phase` that ran, in Op order (the step itself included), into `rows`; returns the
+// step time no op scope accounts for (the runner's own bookkeeping: "runner, other"), in ms.
+inline double phase_rows(Phase phase, std::vector<OpRow>& rows) {
+  const Profile& p = global();
+  const auto ph = static_cast<size_t>(phase);
+  rows.clear();
+  double accounted = 0.0;
+  for (int op = 0; op < kNumOps; ++op) {
+    if (p.calls[ph][op] == 0) continue;
+    const auto o = static_cast<Op>(op);
+    rows.push_back({o, p.calls[ph][op], p.ms[ph][op]});
+    if (o != Op::kStep) accounted += p.ms[ph][op];
+  }
+  return p.ms[ph][static_cast<size_t>(Op::kStep)] - accounted;
 }
 inline bool enabled() { return global().enabled.load(std::memory_order_relaxed); }
 inline void set_phase(Phase phase) {
