@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """B5 / B10: serving throughput through the OpenAI API, two servers side by side. Both servers run
 at once (different ports); `tessera bench serve` drives them alternately, round by round, with the
-same seeded workload, and the table shows ours, theirs and the ratio ours / theirs (median, min-max
-over rounds; for latencies below 1 is better).
+same seeded workload (fresh prompts for every round and rate, the same for both servers: a
+repeated prompt would be a prefix-cache hit), and the table shows ours, theirs and the ratio
+ours / theirs (median, min-max over rounds; for latencies below 1 is better).
 
   --compare policy   continuous vs static batching (everything else equal)          [B5]
   --compare stacked  every technique on (continuous, chunked prefill, prefix cache,
@@ -89,12 +90,12 @@ def start_server(binary, port, extra, args):
     return wait_ready(proc, port, " ".join(extra) or "tessera")
 
 
-def run_load(binary, port, args, rate, out_json, label):
+def run_load(binary, port, args, rate, out_json, label, seed):
     cmd = [binary, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--label", label,
            "--num-prompts", str(args.num_prompts), "--input-len", str(args.input_len),
            "--input-len-range", str(args.input_range), "--output-len", str(args.output_len),
            "--output-len-range", str(args.output_range), "--request-rate", rate,
-           "--max-concurrency", "64", "--seed", str(args.seed),
+           "--max-concurrency", "64", "--seed", str(seed),
            "--goodput", "ttft_ms:2000", "tpot_ms:100", "--json-out", out_json]
     if args.prefix_len:
         cmd += ["--prefix-len", str(args.prefix_len), "--num-prefix-groups", "4"]
@@ -189,12 +190,15 @@ def main():
         results = {rate: {name: [] for name in names} for rate in args.rates.split(",")}
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.rounds):
-                for rate in results:
+                for k, rate in enumerate(results):
                     order = names if r % 2 == 0 else names[::-1]  # alternate who goes first
+                    # Both servers get the same prompts in a round and rate, and no run replays
+                    # another's: a server's prefix cache would answer repeated prompts from cache.
+                    seed = args.seed + 7919 * (r * len(results) + k)
                     for name in order:
                         out = os.path.join(tmp, f"{name}.json")
                         t0 = time.time()
-                        results[rate][name].append(run_load(args.binary, ports[name], args, rate, out, name))
+                        results[rate][name].append(run_load(args.binary, ports[name], args, rate, out, name, seed))
                         s = results[rate][name][-1][1]
                         print(f"round {r + 1} rate {rate} {name}: {s['output_throughput']:.1f} out tok/s, "
                               f"{s['completed']}/{s['num_requests']} ok, {time.time() - t0:.0f} s", flush=True)

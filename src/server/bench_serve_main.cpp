@@ -87,7 +87,7 @@ int bench_serve_main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--prefix-len", c.prefix_len, "shared-prefix words per group")->check(CLI::NonNegativeNumber);
   app.add_option("--num-prefix-groups", c.num_prefix_groups, "groups sharing a prefix")->check(CLI::PositiveNumber);
-  app.add_option("--seed", c.seed, "workload and arrival seed");
+  app.add_option("--seed", c.seed, "workload and arrival seed (each later rate of a sweep draws its own prompts from it)");
   app.add_option("--goodput", goodput, "SLOs, e.g. ttft_ms:2000 tpot_ms:100 e2el_ms:10000");
   app.add_option("--timeout", c.timeout_s, "seconds per request")->check(CLI::PositiveNumber);
   std::string extra_body;
@@ -133,14 +133,15 @@ int bench_serve_main(int argc, char** argv) {
       return 1;
     }
   }
-  const std::vector<BenchPrompt> prompts = make_dataset(c);
   nlohmann::json results = nlohmann::json::array();
-  for (double rate : rate_values) {
+  for (size_t i = 0; i < rate_values.size(); ++i) {
     LoadConfig run = c;
-    run.request_rate = rate;
+    run.request_rate = rate_values[i];
+    run.seed = sweep_seed(c.seed, i);  // fresh prompts per rate: no rate replays another's
     double duration_s = 0.0;
-    const std::vector<RequestRecord> records = run_load(run, prompts, &duration_s);
+    const std::vector<RequestRecord> records = run_load(run, make_dataset(run), &duration_s);
     nlohmann::json summary = summarize(records, duration_s, run);
+    summary["seed"] = run.seed;
     print_summary(summary);
     results.push_back(std::move(summary));
   }

@@ -66,6 +66,10 @@ std::vector<BenchPrompt> make_dataset(const LoadConfig& c) {
   return out;
 }
 
+uint64_t sweep_seed(uint64_t seed, size_t rate_index) {
+  return seed + static_cast<uint64_t>(rate_index) * 0x9E3779B97F4A7C15ull;  // odd: distinct for every index
+}
+
 std::vector<double> arrival_offsets(int32_t num_requests, double rate, double burstiness, uint64_t seed) {
   std::vector<double> out(static_cast<size_t>(std::max(0, num_requests)), 0.0);
   if (!(rate > 0.0) || std::isinf(rate)) return out;

@@ -2,6 +2,7 @@
 // server (every request completes, token counts come from usage).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -39,6 +40,30 @@ TEST(LoadGen, DatasetIsSeededWithLengthsAndSharedPrefixes) {
   EXPECT_NE(prefix(a[0].text), prefix(a[1].text));
   c.seed = 4;
   EXPECT_NE(make_dataset(c)[0].text, a[0].text);
+}
+
+// Each rate of a sweep gets its own prompts (a prefix cache must not serve rate 2 from rate 1's
+// requests); the first rate keeps the plain seed, so a one-rate run is unchanged.
+TEST(LoadGen, EverySweepRateDrawsItsOwnPrompts) {
+  LoadConfig c;
+  c.num_prompts = 3;
+  c.input_len = 12;
+  c.seed = 7;
+  EXPECT_EQ(sweep_seed(7, 0), 7u);
+  const auto first = make_dataset(c);
+  std::vector<std::string> seen;
+  for (size_t i = 0; i < 5; ++i) {
+    LoadConfig run = c;
+    run.seed = sweep_seed(c.seed, i);
+    const auto prompts = make_dataset(run);
+    if (i == 0) {
+      EXPECT_EQ(prompts[0].text, first[0].text);
+    }
+    for (const BenchPrompt& p : prompts) {
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), p.text), 0) << "rate " << i << " replays a prompt";
+      seen.push_back(p.text);
+    }
+  }
 }
 
 TEST(LoadGen, ArrivalsHaveTheRequestedRate) {
