@@ -130,8 +130,8 @@ void ThreadPool::run_chunks(ChunkJob& job) {
   chunk_job_ = &job;
   next_chunk_.store(0, std::memory_order_relaxed);
   if (job.ranges) {
-    // Ranges of whole grains, as even as they can be; the release store of open_generation_
-    // below (seq_cst) publishes them with the job.
+    // Ranges of whole grains, as even as they can be; publish()'s seq_cst bump of generation_
+    // (which a worker loads with acquire before it reads them) publishes them with the job.
     const int64_t grains = (job.n + job.chunk - 1) / job.chunk;
     const int64_t per = (grains + num_threads_ - 1) / num_threads_;
     for (int t = 0; t < num_threads_; ++t) {
