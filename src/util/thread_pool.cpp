@@ -77,36 +77,48 @@ inline int64_t bounds_front(uint64_t b) { return static_cast<int64_t>(b & 0xffff
 inline int64_t bounds_back(uint64_t b) { return static_cast<int64_t>(b >> 32); }
 }  // namespace
 
-bool ThreadPool::take_front(ChunkJob& job, int range) {
-  std::atomic<uint64_t>& slot = ranges_[static_cast<size_t>(range)].bounds;
+// Claims a piece of a range with one CAS: split(front, back) gives the piece [begin, end) and the
+// range's new bounds. False (nothing claimed) once the range is empty.
+template <typename Split>
+bool claim_piece(std::atomic<uint64_t>& slot, Split split, int64_t& begin, int64_t& end) {
   uint64_t b = slot.load(std::memory_order_acquire);
   for (;;) {
     const int64_t front = bounds_front(b), back = bounds_back(b);
     if (front >= back) return false;
-    // A quarter of what is left, rounded up to the grain: big pieces while the range is long
-    // (few claims), small ones near its end (where a thief may be taking the back).
-    const int64_t quarter = ((back - front) / 4 + job.chunk - 1) / job.chunk * job.chunk;
-    const int64_t end = std::min(back, front + std::max(job.chunk, quarter));
-    if (slot.compare_exchange_weak(b, pack_bounds(end, back), std::memory_order_acq_rel)) {
-      job.fn(job.ctx, front, end);
-      return true;
-    }
+    int64_t new_front = front, new_back = back;
+    split(front, back, begin, end, new_front, new_back);
+    if (slot.compare_exchange_weak(b, pack_bounds(new_front, new_back), std::memory_order_acq_rel)) return true;
   }
 }
 
+bool ThreadPool::take_front(ChunkJob& job, int range) {
+  int64_t begin = 0, end = 0;
+  const bool claimed = claim_piece(
+      ranges_[static_cast<size_t>(range)].bounds,
+      [&](int64_t front, int64_t back, int64_t& b, int64_t& e, int64_t& new_front, int64_t&) {
+        // A quarter of what is left, rounded up to the grain: big pieces while the range is long
+        // (few claims), small ones near its end (where a thief may be taking the back).
+        const int64_t quarter = ((back - front) / 4 + job.chunk - 1) / job.chunk * job.chunk;
+        b = front;
+        e = new_front = std::min(back, front + std::max(job.chunk, quarter));
+      },
+      begin, end);
+  if (claimed) job.fn(job.ctx, begin, end);
+  return claimed;
+}
+
 bool ThreadPool::take_back(ChunkJob& job, int range) {
-  std::atomic<uint64_t>& slot = ranges_[static_cast<size_t>(range)].bounds;
-  uint64_t b = slot.load(std::memory_order_acquire);
-  for (;;) {
-    const int64_t front = bounds_front(b), back = bounds_back(b);
-    if (front >= back) return false;
-    // The last grain-aligned piece: [floor((back - 1) / grain) * grain, back).
-    const int64_t begin = std::max(front, (back - 1) / job.chunk * job.chunk);
-    if (slot.compare_exchange_weak(b, pack_bounds(front, begin), std::memory_order_acq_rel)) {
-      job.fn(job.ctx, begin, back);
-      return true;
-    }
-  }
+  int64_t begin = 0, end = 0;
+  const bool claimed = claim_piece(
+      ranges_[static_cast<size_t>(range)].bounds,
+      [&](int64_t front, int64_t back, int64_t& b, int64_t& e, int64_t&, int64_t& new_back) {
+        // The last grain-aligned piece: [floor((back - 1) / grain) * grain, back).
+        b = new_back = std::max(front, (back - 1) / job.chunk * job.chunk);
+        e = back;
+      },
+      begin, end);
+  if (claimed) job.fn(job.ctx, begin, end);
+  return claimed;
 }
 
 void ThreadPool::take_chunks(ChunkJob& job, int self) {

@@ -45,10 +45,7 @@ class ThreadPool {
       fn(int64_t{0}, n);
       return;
     }
-    using F = std::remove_reference_t<Fn>;
-    ChunkJob job{n, chunk, const_cast<void*>(static_cast<const void*>(&fn)),
-                 [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); }};
-    run_chunks(job);
+    run_job(n, chunk, fn, /*ranges=*/false);
   }
 
   // Splits [0, n) into num_threads contiguous ranges (multiples of `grain`, except the last) and
@@ -69,10 +66,7 @@ class ThreadPool {
       return;
     }
     if (n > int64_t{0xffffffff}) return for_chunks(n, (n + num_threads_ - 1) / num_threads_, fn);  // 32-bit bounds
-    using F = std::remove_reference_t<Fn>;
-    ChunkJob job{n, grain, const_cast<void*>(static_cast<const void*>(&fn)),
-                 [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); }, /*ranges=*/true};
-    run_chunks(job);
+    run_job(n, grain, fn, /*ranges=*/true);
   }
 
   // Splits [0, n) into num_threads contiguous ranges (each a multiple of `grain`, except the last)
@@ -110,6 +104,14 @@ class ThreadPool {
   struct alignas(64) RangeSlot {
     std::atomic<uint64_t> bounds{0};
   };
+  // for_chunks and for_ranges past their inline cases: fn behind a trampoline, then run_chunks.
+  template <typename Fn>
+  void run_job(int64_t n, int64_t chunk, Fn& fn, bool ranges) {
+    using F = std::remove_reference_t<Fn>;
+    ChunkJob job{n, chunk, const_cast<void*>(static_cast<const void*>(&fn)),
+                 [](void* ctx, int64_t b, int64_t e) { (*static_cast<F*>(ctx))(b, e); }, ranges};
+    run_chunks(job);
+  }
   void run_erased(void* ctx, Trampoline fn);
   void run_chunks(ChunkJob& job);
   void take_chunks(ChunkJob& job, int self);

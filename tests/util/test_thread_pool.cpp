@@ -55,6 +55,20 @@ TEST(ThreadPool, ForRangesCoversRangeExactlyOnceInGrainPieces) {
   }
 }
 
+// Past 32-bit bounds for_ranges falls back to one chunk per thread: still every item once.
+TEST(ThreadPool, ForRangesBeyond32BitsCoversEveryItemOnce) {
+  ThreadPool pool(2);
+  const int64_t n = (int64_t{1} << 32) + 5;
+  std::atomic<int64_t> covered{0};
+  std::atomic<int> calls{0};
+  pool.for_ranges(n, 16, [&](int64_t b, int64_t e) {
+    covered += e - b;
+    calls++;
+  });
+  EXPECT_EQ(covered.load(), n);
+  EXPECT_LE(calls.load(), 2);
+}
+
 // The caller stalls in its first piece: the worker finishes its own range and then takes the
 // caller's tail from the back, so some of the caller's range runs on the worker.
 TEST(ThreadPool, ForRangesLetsAnIdleThreadTakeTheOthersTail) {
