@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   int32_t rounds = 3, threads = 2, in = 128, out = 128;
   bool peer = true, profile_ops = false;
   std::string kv_dtype = "f16";
+  int32_t block_size = 16;
   std::vector<int32_t> batches = {1, 2, 4, 8, 16, 32};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -72,13 +73,14 @@ int main(int argc, char** argv) {
     else if (a == "--no-peer") peer = false;
     else if (a == "--kv-dtype") kv_dtype = next();
     else if (a == "--profile") profile_ops = true;
+    else if (a == "--block-size") block_size = std::atoi(next().c_str());
     else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::atoi(x.c_str()));
     } else {
       std::fprintf(stderr, "usage: bench_batched_decode [--model M] [--rounds N] [--threads T] [--batches 1,2,4]"
-                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8] [--profile]\n");
+                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8] [--block-size 16] [--profile]\n");
       return 2;
     }
   }
@@ -92,6 +94,7 @@ int main(int argc, char** argv) {
   c.kv_cache_bytes = int64_t{512} << 20;
   c.enable_prefix_caching = false;
   c.kv_dtype = kv_dtype;
+  c.block_size = block_size;
   auto engine = Engine::create(c);
   if (!engine) {
     std::fprintf(stderr, "error: %s\n", engine.error().message.c_str());

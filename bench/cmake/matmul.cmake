@@ -6,3 +6,7 @@ add_executable(probe_bandwidth ${CMAKE_CURRENT_LIST_DIR}/../probe_bandwidth.cpp)
 target_link_libraries(probe_bandwidth PRIVATE tessera_util)
 add_executable(probe_compute ${CMAKE_CURRENT_LIST_DIR}/../probe_compute.cpp)
 target_link_libraries(probe_compute PRIVATE tessera_util)
+# probe_amx_overlap: whether the AMX tile unit and the AVX-512 float units overlap (they bound the
+# AMX matmul kernel: bench/README.md, B4).
+add_executable(probe_amx_overlap ${CMAKE_CURRENT_LIST_DIR}/../probe_amx_overlap.cpp)
+target_link_libraries(probe_amx_overlap PRIVATE tessera_util)
