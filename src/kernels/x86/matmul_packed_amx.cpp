@@ -20,8 +20,10 @@
 // rows) uses C7, A6 configured with exactly its rows, so one tile configuration serves a whole call.
 //
 // Each 32-block still needs one tile store and 16 vector reloads (the canonical per-block float
-// step), and on the machines measured the tile unit and the vector units barely overlap, which
-// bounds the gain: 1.2-1.5x the VNNI kernel at m = 16 on one thread (bench_matmul).
+// step), and on the machines measured the tile unit and the vector units do not overlap at all:
+// tile work and float step interleaved take longer than their sum (bench/probe_amx_overlap), and
+// grouping four blocks per tile phase was slower still (bench/README.md, B4). That bounds the
+// gain: 1.2-1.5x the VNNI kernel at m = 16 on one thread (bench_matmul).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
