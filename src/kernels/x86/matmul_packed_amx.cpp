@@ -41,7 +41,11 @@ namespace tessera::kernels::amx {
 namespace {
 
 constexpr int kTileM = 16;          // activation rows per full tile
-constexpr size_t kPrefetchRecords = 4;  // software prefetch distance of the weight stream
+// Software prefetch distance of the weight stream, in records (5 KiB of Q4_1, 8.5 KiB of Q8_0).
+// With both cores streaming from DRAM at batched decode, 4 records (1.3 KiB) left the unpack
+// waiting: 16 made a B = 16 SmolLM2 step 3-4% faster (gate+up 3.66-3.78 -> 3.13-3.45 ms; 24 and 32
+// were slower than 16 again). bench/README.md, B4.
+constexpr size_t kPrefetchRecords = 16;
 constexpr int kBlockBytes = 512;    // one block of 16 weight rows as a B tile: 8 rows x 64 bytes
 constexpr int kBRows = 8, kRowBytes = 64;
 
