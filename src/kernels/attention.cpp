@@ -10,7 +10,8 @@
 // folded in ascending order. Two schedules compute exactly these steps for every row:
 // - split (decode, short chunks: q_len fits one query tile): one unit per (sequence, KV head,
 //   partition) writes its partials to the workspace, then a second pass folds them per row
-//   (flash-decoding: a long context uses every core);
+//   (flash-decoding: a long context uses every core); a sequence of one partition (a decode
+//   context up to kPartitionKeys) has nothing to fold, and its unit finishes its rows itself;
 // - tiled (prefill): one unit per (sequence, KV head, query tile) walks the partitions itself and
 //   folds each one as soon as it is done (O(1) scratch per thread).
 // The rows of a unit are the query tile's tokens x the query heads of one KV head group, so each
@@ -157,7 +158,8 @@ void set_q_rows(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first
   }
 }
 
-// Split schedule, phase 1: partials of one partition for all rows of the sequence.
+// Split schedule, phase 1: partials of one partition for all rows of the sequence (or, with a
+// single partition, the rows' outputs: finish_split_row would fold nothing).
 void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t kv_head,
                     int32_t part_index, const KeyRange& after, AttnWorkspace::ThreadScratch& sc) {
   const int32_t num_rows = sv.q_len * c.group;
@@ -167,8 +169,13 @@ void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t k
   for (int32_t r = r_begin; r < num_rows; ++r) {
     const int64_t token = r / c.group;
     const int64_t head = int64_t{kv_head} * c.group + r % c.group;
+    const float* state = sc.part.data() + int64_t{r} * stride;
+    if (sv.num_parts == 1) {  // nothing to fold: the division finish_split_row would do, here
+      finish_row(state, c.head_dim, c.out + ((sv.q_begin + token) * c.num_heads + head) * c.head_dim);
+      continue;
+    }
     float* dst = partials + ((token * c.num_heads + head) * sv.num_parts + part_index) * stride;
-    std::memcpy(dst, sc.part.data() + int64_t{r} * stride, sizeof(float) * stride);
+    std::memcpy(dst, state, sizeof(float) * stride);
   }
 }
 
@@ -253,7 +260,7 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
     ws.partial_offset[s] = static_cast<int64_t>(num_partial_floats);
     if (sv.q_len == 0) continue;
     num_units += int64_t{kv.num_kv_heads} * (sv.split ? sv.num_parts : sv.num_tiles);
-    if (sv.split) {
+    if (sv.split && sv.num_parts > 1) {
       num_partial_floats += size_t(sv.q_len) * num_heads * sv.num_parts * stride;
     }
     for (int32_t t = 0; t < sv.q_len; ++t) ws.token_seq[sv.q_begin + t] = s;
@@ -334,7 +341,7 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
       const int32_t head = static_cast<int32_t>(i % num_heads);
       const int32_t s = ws.token_seq[token];
       const SeqView sv = seq_view(c, s);
-      if (!sv.split) continue;
+      if (!sv.split || sv.num_parts == 1) continue;  // finished by its unit
       finish_split_row(c, sv, partials + ws.partial_offset[s], token - sv.q_begin, head, total);
     }
     ws.release_slot(slot);
