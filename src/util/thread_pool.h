@@ -39,12 +39,7 @@ class ThreadPool {
   // on timing: fn must give the same result wherever it runs. No allocation.
   template <typename Fn>
   void for_chunks(int64_t n, int64_t chunk, Fn&& fn) {
-    if (n <= 0) return;
-    if (chunk < 1) chunk = 1;
-    if (num_threads_ == 1 || chunk >= n) {
-      fn(int64_t{0}, n);
-      return;
-    }
+    if (ran_on_caller(n, chunk, fn)) return;
     run_job(n, chunk, fn, /*ranges=*/false);
   }
 
@@ -59,12 +54,7 @@ class ThreadPool {
   // depends on timing: fn must give the same result wherever it runs. No allocation.
   template <typename Fn>
   void for_ranges(int64_t n, int64_t grain, Fn&& fn) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
-    if (num_threads_ == 1 || grain >= n) {
-      fn(int64_t{0}, n);
-      return;
-    }
+    if (ran_on_caller(n, grain, fn)) return;
     if (n > int64_t{0xffffffff}) return for_chunks(n, (n + num_threads_ - 1) / num_threads_, fn);  // 32-bit bounds
     run_job(n, grain, fn, /*ranges=*/true);
   }
@@ -104,6 +94,18 @@ class ThreadPool {
   struct alignas(64) RangeSlot {
     std::atomic<uint64_t> bounds{0};
   };
+  // What for_chunks and for_ranges do without the workers: nothing for n <= 0, one call for all
+  // of [0, n) on one thread or when one piece covers it. Clamps piece to at least 1 otherwise.
+  template <typename Fn>
+  bool ran_on_caller(int64_t n, int64_t& piece, Fn& fn) {
+    if (n <= 0) return true;
+    if (piece < 1) piece = 1;
+    if (num_threads_ == 1 || piece >= n) {
+      fn(int64_t{0}, n);
+      return true;
+    }
+    return false;
+  }
   // for_chunks and for_ranges past their inline cases: fn behind a trampoline, then run_chunks.
   template <typename Fn>
   void run_job(int64_t n, int64_t chunk, Fn& fn, bool ranges) {
