@@ -21,6 +21,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "util/aligned_vector.h"
 #include "util/cpu_features.h"
 #include "util/dtype.h"
 #include "util/thread_pool.h"
@@ -58,8 +59,8 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols) {
 }
 
 // Seconds per call, after warm-up, over at least `seconds` of runs.
-double time_call(const kernels::WeightMatrix& w, const std::vector<float>& x, int64_t m,
-                 std::vector<float>& y, ThreadPool& pool, double seconds) {
+double time_call(const kernels::WeightMatrix& w, const AlignedVector<float>& x, int64_t m,
+                 AlignedVector<float>& y, ThreadPool& pool, double seconds) {
   for (int i = 0; i < 3; ++i) kernels::matmul(w, x.data(), m, y.data(), pool);
   Stopwatch sw;
   int64_t calls = 0;
@@ -72,8 +73,8 @@ double time_call(const kernels::WeightMatrix& w, const std::vector<float>& x, in
 
 // Seconds of this thread's CPU time per call (1-thread runs on a loaded machine: time the kernel
 // ran, not time it waited for a core; a hyperthread sibling's load still slows it).
-double time_call_cpu(const kernels::WeightMatrix& w, const std::vector<float>& x, int64_t m,
-                     std::vector<float>& y, ThreadPool& pool, double seconds) {
+double time_call_cpu(const kernels::WeightMatrix& w, const AlignedVector<float>& x, int64_t m,
+                     AlignedVector<float>& y, ThreadPool& pool, double seconds) {
   auto cpu_s = [] {
     timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -132,7 +133,7 @@ void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms,
       auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
       w.pack_if_useful();
       for (int64_t m : ms) {
-        std::vector<float> x(m * s.cols), y(m * s.rows);
+        AlignedVector<float> x(m * s.cols), y(m * s.rows);  // line-aligned, as the engine's activations
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
         const double ops = 2.0 * static_cast<double>(m * s.rows * s.cols);
         const bool with_amx = kernels::matmul_amx_available() && m >= kernels::kAmxMinRows;
@@ -192,7 +193,7 @@ int main(int argc, char** argv) {
       const auto data = make_weights(type, s.rows, s.cols);
       auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
       w.pack_if_useful();
-      std::vector<float> x(16 * s.cols, 0.5f), y(16 * s.rows);
+      AlignedVector<float> x(16 * s.cols, 0.5f), y(16 * s.rows);
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
       for (int l = static_cast<int>(detected_isa_level()); l >= 0; --l) {
         set_isa_level(static_cast<IsaLevel>(l));

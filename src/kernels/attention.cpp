@@ -381,7 +381,7 @@ void paged_attention_ref(const KvLayer& kv, const AttnMetadata& md, const float*
 
 // ---- workspace ----
 
-void AttnWorkspace::grow(std::vector<float>& buf, size_t floats) {
+void AttnWorkspace::grow(AlignedVector<float>& buf, size_t floats) {
   if (buf.size() >= floats) return;
   buf.resize(floats);
   ++num_grows_;

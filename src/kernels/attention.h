@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "util/aligned_vector.h"
 #include "util/thread_pool.h"
 
 namespace tessera::kernels {
@@ -128,12 +129,12 @@ class AttnWorkspace {
 
   // --- internal (used by attention.cpp / attention_naive.cpp) ---
   struct ThreadScratch {
-    std::vector<float> kt;        // [head_dim][kTileKeys]: one K tile, transposed
-    std::vector<float> vt;        // [kTileKeys][head_dim]: one V tile converted to f32 (f16 KV)
+    AlignedVector<float> kt;        // [head_dim][kTileKeys]: one K tile, transposed
+    AlignedVector<float> vt;        // [kTileKeys][head_dim]: one V tile converted to f32 (f16 KV)
     std::vector<const float*> v_rows;   // [kTileKeys]: V row of each key of the tile
-    std::vector<float> scores;    // [rows][kTileKeys]
-    std::vector<float> part;      // [rows][head_dim + 2]: partition state (acc, m, l)
-    std::vector<float> total;     // [rows][head_dim + 2]: folded state over partitions
+    AlignedVector<float> scores;    // [rows][kTileKeys]
+    AlignedVector<float> part;      // [rows][head_dim + 2]: partition state (acc, m, l)
+    AlignedVector<float> total;     // [rows][head_dim + 2]: folded state over partitions
     std::vector<const float*> q_rows;   // [rows]
   };
   void ensure_threads(int num_threads, int32_t head_dim, int32_t rows);
@@ -151,11 +152,11 @@ class AttnWorkspace {
   std::vector<int64_t> unit_offset;     // [num_seqs + 1]: first work unit of each sequence
   std::vector<int64_t> partial_offset;  // [num_seqs]: first partial (float index) of split sequences
   std::vector<int32_t> token_seq;       // [num_tokens]: sequence of each query row
-  std::vector<float> partials;          // split sequences: [rows][heads][partitions][head_dim + 2]
-  std::vector<float> naive_scores;      // [q_len][seq_len] of one head (naive twin)
+  AlignedVector<float> partials;          // split sequences: [rows][heads][partitions][head_dim + 2]
+  AlignedVector<float> naive_scores;      // [q_len][seq_len] of one head (naive twin)
 
  private:
-  void grow(std::vector<float>& buf, size_t floats);
+  void grow(AlignedVector<float>& buf, size_t floats);
   std::unique_ptr<std::atomic<int32_t>[]> slot_busy_;  // [threads.size()]: 1 while claimed
   size_t peak_flash_ = 0;
   size_t peak_naive_ = 0;

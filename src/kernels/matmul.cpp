@@ -3,6 +3,7 @@
 // ISA kernel for the weight type, or the scalar one (bit-identical by construction).
 #include "kernels/matmul.h"
 
+#include "util/aligned_vector.h"
 #include "util/huge_buffer.h"
 
 #include <algorithm>
@@ -25,17 +26,18 @@ namespace tessera::kernels {
 namespace {
 
 struct ActivationScratch {
-  std::vector<int8_t> xq;       // [m][cols]
-  std::vector<float> xd;        // [m][cols / 32] (or / 256)
-  std::vector<float> xs;        // [m][cols / 32]
-  std::vector<int32_t> xsum;    // [m][cols / 32]
-  std::vector<int32_t> xbsums;  // [m][cols / 16]
-  std::vector<float> xd_t, xs_t;   // [cols / 32][m] (AMX batches)
-  std::vector<int32_t> xsum_t;     // [cols / 32][m]
+  // Cache-line aligned: the AMX kernel loads xq rows as tiles and the transposed scales 16 at a time.
+  AlignedVector<int8_t> xq;       // [m][cols]
+  AlignedVector<float> xd;        // [m][cols / 32] (or / 256)
+  AlignedVector<float> xs;        // [m][cols / 32]
+  AlignedVector<int32_t> xsum;    // [m][cols / 32]
+  AlignedVector<int32_t> xbsums;  // [m][cols / 16]
+  AlignedVector<float> xd_t, xs_t;   // [cols / 32][m] (AMX batches)
+  AlignedVector<int32_t> xsum_t;     // [cols / 32][m]
 };
 
 template <typename T>
-T* grow(std::vector<T>& v, int64_t n) {
+T* grow(AlignedVector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
   return v.data();
 }

@@ -21,6 +21,7 @@
 #include "kernels/matmul.h"
 #include "model/kv_storage.h"
 #include "model/model_config.h"
+#include "util/aligned_vector.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
@@ -51,8 +52,9 @@ class ForwardWorkspace {
  private:
   friend class LlamaModel;
   int32_t max_tokens_;
-  std::vector<float> x, h, q, k, v, attn, gate, up;  // [max_tokens][width]
-  std::vector<float> final_rows;                     // [max_tokens][dim]
+  // Cache-line aligned: the matmuls store whole lines of their output rows (util/aligned_vector.h).
+  AlignedVector<float> x, h, q, k, v, attn, gate, up;  // [max_tokens][width]
+  AlignedVector<float> final_rows;                     // [max_tokens][dim]
   std::vector<float> rope_cs;                        // [max_tokens][head_dim / 2][2] (cos, sin)
   kernels::AttnWorkspace attn_ws;
 };

@@ -87,7 +87,7 @@ class ModelRunner {
   // The step's batch (capacity reserved once).
   std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
   std::vector<int64_t> slots_;
-  std::vector<float> logits_;              // [max rows][vocab]
+  AlignedVector<float> logits_;            // [max rows][vocab], lines as the matmul stores them
   int32_t num_logits_rows_ = 0;
   int32_t num_padding_lanes_ = 0;          // static policy: idle lanes computed this step
   std::vector<SequenceSampling> sampling_;  // per scheduled seq: its lookup() (sampled seqs)
