@@ -129,12 +129,12 @@ class AttnWorkspace {
 
   // --- internal (used by attention.cpp / attention_naive.cpp) ---
   struct ThreadScratch {
-    AlignedVector<float> kt;        // [head_dim][kTileKeys]: one K tile, transposed
-    AlignedVector<float> vt;        // [kTileKeys][head_dim]: one V tile converted to f32 (f16 KV)
+    AlignedVector<float> kt;            // [head_dim][kTileKeys]: one K tile, transposed
+    AlignedVector<float> vt;            // [kTileKeys][head_dim]: one V tile converted to f32 (f16 KV)
     std::vector<const float*> v_rows;   // [kTileKeys]: V row of each key of the tile
-    AlignedVector<float> scores;    // [rows][kTileKeys]
-    AlignedVector<float> part;      // [rows][head_dim + 2]: partition state (acc, m, l)
-    AlignedVector<float> total;     // [rows][head_dim + 2]: folded state over partitions
+    AlignedVector<float> scores;        // [rows][kTileKeys]
+    AlignedVector<float> part;          // [rows][head_dim + 2]: partition state (acc, m, l)
+    AlignedVector<float> total;         // [rows][head_dim + 2]: folded state over partitions
     std::vector<const float*> q_rows;   // [rows]
   };
   void ensure_threads(int num_threads, int32_t head_dim, int32_t rows);
@@ -152,8 +152,8 @@ class AttnWorkspace {
   std::vector<int64_t> unit_offset;     // [num_seqs + 1]: first work unit of each sequence
   std::vector<int64_t> partial_offset;  // [num_seqs]: first partial (float index) of split sequences
   std::vector<int32_t> token_seq;       // [num_tokens]: sequence of each query row
-  AlignedVector<float> partials;          // split sequences: [rows][heads][partitions][head_dim + 2]
-  AlignedVector<float> naive_scores;      // [q_len][seq_len] of one head (naive twin)
+  AlignedVector<float> partials;        // split sequences: [rows][heads][partitions][head_dim + 2]
+  AlignedVector<float> naive_scores;    // [q_len][seq_len] of one head (naive twin)
 
  private:
   void grow(AlignedVector<float>& buf, size_t floats);

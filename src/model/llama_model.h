@@ -55,7 +55,7 @@ class ForwardWorkspace {
   // Cache-line aligned: the matmuls store whole lines of their output rows (util/aligned_vector.h).
   AlignedVector<float> x, h, q, k, v, attn, gate, up;  // [max_tokens][width]
   AlignedVector<float> final_rows;                     // [max_tokens][dim]
-  std::vector<float> rope_cs;                        // [max_tokens][head_dim / 2][2] (cos, sin)
+  std::vector<float> rope_cs;                          // [max_tokens][head_dim / 2][2] (cos, sin)
   kernels::AttnWorkspace attn_ws;
 };
 
