@@ -3,8 +3,11 @@
 // S sequences at ctx keys each, blocks handed out as the engine does (each sequence's prompt
 // blocks in a row, decode blocks interleaved). Prints the best ms per step over the repetitions
 // and the K/V bytes it read per second. --same points every sequence and layer at one layer's
-// blocks (the K/V then stays in L2: the compute-only time).
+// blocks (the K/V then stays in L2: the compute-only time). --gap-us N spins N us (touching no
+// memory) before each layer, as a decode step's matmuls would, and leaves the gaps out of the time:
+// it shows how long the K/V survives in the shared L3 between two reads (bench/README.md, B4).
 // Usage: probe_batched_attention [--seqs 16] [--ctx 192] [--threads 2] [--kv-dtype f16|q8] [--same]
+//                                [--gap-us 0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +24,7 @@ using namespace tessera;
 using namespace tessera::kernels;
 
 int main(int argc, char** argv) {
-  int32_t seqs = 16, ctx = 192, threads = 2;
+  int32_t seqs = 16, ctx = 192, threads = 2, gap_us = 0;
   bool q8 = false, same = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -31,13 +34,16 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(next().c_str());
     else if (a == "--kv-dtype") q8 = next() == "q8";
     else if (a == "--same") same = true;
+    else if (a == "--gap-us") gap_us = std::atoi(next().c_str());
     else {
-      std::fprintf(stderr, "usage: probe_batched_attention [--seqs 16] [--ctx 192] [--threads 2] [--kv-dtype f16|q8] [--same]\n");
+      std::fprintf(stderr, "usage: probe_batched_attention [--seqs 16] [--ctx 192] [--threads 2] [--kv-dtype f16|q8] [--same] [--gap-us 0]\n");
       return 2;
     }
   }
-  if (seqs < 1 || seqs > 4096 || ctx < 1 || ctx > 32768 || threads < 1 || threads > 256) {
-    std::fprintf(stderr, "error: need 1 <= --seqs <= 4096, 1 <= --ctx <= 32768, 1 <= --threads <= 256\n");
+  if (seqs < 1 || seqs > 4096 || ctx < 1 || ctx > 32768 || threads < 1 || threads > 256 || gap_us < 0 ||
+      gap_us > 1000000) {
+    std::fprintf(stderr,
+                 "error: need 1 <= --seqs <= 4096, 1 <= --ctx <= 32768, 1 <= --threads <= 256, 0 <= --gap-us <= 1000000\n");
     return 2;
   }
   constexpr int32_t kLayers = 30, kHeads = 9, kKvHeads = 3, kHeadDim = 64, kBlock = 16;
@@ -78,14 +84,24 @@ int main(int argc, char** argv) {
   double best = 1e30;
   for (int rep = 0; rep < 40; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
+    double gaps_ms = 0;
     for (int32_t l = 0; l < kLayers; ++l) {
+      if (gap_us > 0) {  // idle, as the engine is for the K/V while the matmuls run
+        const auto g0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - g0 < std::chrono::microseconds(gap_us)) {
+        }
+        gaps_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - g0).count();
+      }
       paged_attention(layers[same ? 0 : l], md, q.data(), kHeads, 0.125f, out.data(), pool, ws);
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() - gaps_ms;
     if (rep >= 5) best = std::min(best, ms);
   }
   const double mb = double(seqs) * ctx * kLayers * kKvHeads * kHeadDim * 2 * elem / 1e6;
-  std::printf("probe_batched_attention: %d seqs x %d keys, %d threads, %s%s: %.3f ms per step (30 layers), %.1f MB of K/V, %.1f GB/s\n",
-              seqs, ctx, threads, q8 ? "q8" : "f16", same ? " (--same: one layer's blocks, cache-hot)" : "", best, mb, mb / best);
+  const std::string gap = gap_us > 0 ? " (+" + std::to_string(gap_us) + " us idle before each layer)" : "";
+  std::printf("probe_batched_attention: %d seqs x %d keys, %d threads, %s%s%s: %.3f ms per step (30 layers), %.1f MB of K/V, %.1f GB/s\n",
+              seqs, ctx, threads, q8 ? "q8" : "f16", same ? " (--same: one layer's blocks, cache-hot)" : "", gap.c_str(), best, mb,
+              mb / best);
   return 0;
 }

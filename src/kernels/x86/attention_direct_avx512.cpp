@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "kernels/attention_internal.h"
 #include "kernels/x86/attention_avx512_math.h"
@@ -44,8 +45,12 @@ void locate(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t k
             TileSource& ts) {
   ts.n = n;
   for (int c = 0; c < kChunks; ++c) {
-    ts.mask[c] = lanes_below(n - 16 * c);
-    if (16 * c >= n) continue;
+    ts.mask[c] = lanes_below(n - 16 * c);  // 0 for a chunk past n: its loads read nothing
+    if (16 * c >= n) {
+      ts.k_off[c] = 0;
+      if constexpr (DT == KvDType::kQ8) ts.k_scale[c] = _mm512_setzero_ps();
+      continue;
+    }
     const int32_t key = key_begin + 16 * c;
     const int32_t block = blocks[key / kv.block_size], in_block = key % kv.block_size;
     ts.k_off[c] = k_offset(kv, block, in_block, kv_head);
@@ -92,25 +97,42 @@ inline __m512 load_v(const TileSource& ts, int32_t j, int32_t e, __mmask16 m) {
 }
 
 // scores_avx512's R-row pass with K read from the cache: one FMA chain per (row, 16 keys) over d
-// ascending, then * scale. Chunks past n hold zeros, as in kt. Streams `pf` in over the d loop.
+// ascending, then * scale, for the first C chunks (the ones holding keys); the chunks past them
+// hold zeros, as in kt. Streams `pf` in over the d loop. Every accumulator access has a constant
+// index (the pack expansion over I = C * row + chunk) and the body is inlined, so GCC keeps the
+// C * R accumulators in registers: with loops over rows and chunks it kept the array on the stack
+// and stored all of it on every d.
+template <KvDType DT, int R, int C, size_t... I>
+[[gnu::always_inline]] inline void scores_pass(const KvLayer& kv, const TileSource& ts, const float* const* q_rows,
+                                               __m512 vscale, float* s, PrefetchStream& pf, int32_t lines_per_dim,
+                                               std::index_sequence<I...>) {
+  static_assert(sizeof...(I) == R * C && C <= kChunks);
+  const float* q[R];
+  for (int i = 0; i < R; ++i) q[i] = q_rows[i];
+  __m512 acc[R * C];
+  ((acc[I] = _mm512_setzero_ps()), ...);
+  for (int32_t d = 0; d < kv.head_dim; ++d) {
+    pf.issue(lines_per_dim);
+    __m512 k[C];
+    for (int c = 0; c < C; ++c) k[c] = load_k<DT>(kv, ts, c, d);
+    ((acc[I] = _mm512_fmadd_ps(_mm512_set1_ps(q[I / C][d]), k[I % C], acc[I])), ...);
+  }
+  ((_mm512_storeu_ps(s + int64_t{I / C} * kTileKeys + 16 * (I % C), _mm512_mul_ps(acc[I], vscale))), ...);
+  for (int i = 0; i < R; ++i) {
+    for (int c = C; c < kChunks; ++c) _mm512_storeu_ps(s + int64_t{i} * kTileKeys + 16 * c, _mm512_setzero_ps());
+  }
+}
+
 template <KvDType DT, int R>
 void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* q_rows, __m512 vscale,
                    float* s, PrefetchStream& pf, int32_t lines_per_dim) {
-  __m512 acc[R][kChunks];
-  for (auto& row : acc)
-    for (auto& a : row) a = _mm512_setzero_ps();
-  const int chunks = (ts.n + 15) / 16;
-  for (int32_t d = 0; d < kv.head_dim; ++d) {
-    pf.issue(lines_per_dim);
-    __m512 k[kChunks];
-    for (int c = 0; c < kChunks; ++c) k[c] = c < chunks ? load_k<DT>(kv, ts, c, d) : _mm512_setzero_ps();
-    for (int i = 0; i < R; ++i) {
-      const __m512 b = _mm512_set1_ps(q_rows[i][d]);
-      for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_fmadd_ps(b, k[c], acc[i][c]);
-    }
+  static_assert(kChunks == 4, "scores_direct dispatches on 1 to 4 chunks");
+  switch ((ts.n + 15) / 16) {
+    case 1: return scores_pass<DT, R, 1>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R>{});
+    case 2: return scores_pass<DT, R, 2>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R * 2>{});
+    case 3: return scores_pass<DT, R, 3>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R * 3>{});
+    default: return scores_pass<DT, R, 4>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R * 4>{});
   }
-  for (int i = 0; i < R; ++i)
-    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(s + int64_t{i} * kTileKeys + 16 * c, _mm512_mul_ps(acc[i][c], vscale));
 }
 
 // update_avx512 for R rows that take the same n keys, with each V row converted once for all R:
