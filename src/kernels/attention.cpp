@@ -48,6 +48,7 @@ struct Call {
   int32_t tile_tokens;       // query tokens per tile (tiled schedule)
   float scale;
   const TileKernels& tk;
+  const DecodeTokens* fresh;  // paged_attention_decode's unrotated rows (null: q, K and V are ready)
 };
 
 // One sequence of the batch, as the units see it.
@@ -158,13 +159,39 @@ void set_q_rows(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first
   }
 }
 
+// paged_attention_decode, for one split unit of a one-token sequence: its query rows rotated into
+// the unit's scratch and, in the unit of the token's last partition (the only one that reads the
+// new key), the token's K of kv_head rotated and written with its V before any tile reads them.
+void take_fresh_token(const Call& c, const SeqView& sv, int32_t kv_head, int32_t part_index,
+                      AttnWorkspace::ThreadScratch& sc) {
+  const DecodeTokens& f = *c.fresh;
+  const int32_t hd = c.head_dim;
+  const int64_t token = sv.q_begin;
+  const float* cs = f.rope_cs + token * hd;
+  float* q = sc.q_rope.data();
+  std::memcpy(q, c.q + (token * c.num_heads + int64_t{kv_head} * c.group) * hd, sizeof(float) * c.group * hd);
+  rope_with_table(q, 1, c.group, hd, f.rope_layout, cs);
+  for (int32_t r = 0; r < c.group; ++r) sc.q_rows[r] = q + int64_t{r} * hd;
+  const int64_t slot = c.md.slot_mapping[token];
+  if (part_index != sv.num_parts - 1 || slot < 0) return;
+  const int64_t at = token * c.kv.num_kv_heads * hd + int64_t{kv_head} * hd;
+  float* k = sc.k_rope.data();
+  std::memcpy(k, f.k + at, sizeof(float) * hd);
+  rope_with_table(k, 1, 1, hd, f.rope_layout, cs);
+  write_kv_head(c.kv, slot, kv_head, k, f.v + at);
+}
+
 // Split schedule, phase 1: partials of one partition for all rows of the sequence (or, with a
 // single partition, the rows' outputs: finish_split_row would fold nothing).
 void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t kv_head,
                     int32_t part_index, const KeyRange& after, AttnWorkspace::ThreadScratch& sc) {
   const int32_t num_rows = sv.q_len * c.group;
   const int32_t stride = state_stride(c.head_dim);
-  set_q_rows(c, sv, kv_head, 0, num_rows, sc);
+  if (c.fresh != nullptr) {
+    take_fresh_token(c, sv, kv_head, part_index, sc);
+  } else {
+    set_q_rows(c, sv, kv_head, 0, num_rows, sc);
+  }
   const int32_t r_begin = run_partition(c, sv, kv_head, 0, num_rows, part_index, after, sc);
   for (int32_t r = r_begin; r < num_rows; ++r) {
     const int64_t token = r / c.group;
@@ -241,11 +268,12 @@ void validate(const KvLayer& kv, const AttnMetadata& md, int32_t num_heads) {
 }
 
 void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_t num_heads,
-               float scale, float* out, ThreadPool& pool, AttnWorkspace& ws, const TileKernels& tk) {
+               float scale, float* out, ThreadPool& pool, AttnWorkspace& ws, const TileKernels& tk,
+               const DecodeTokens* fresh = nullptr) {
   validate(kv, md, num_heads);
   const int32_t group = num_heads / kv.num_kv_heads;
   const int32_t tile_tokens = std::max<int32_t>(1, kRowsPerTile / group);
-  const Call c{kv, md, q, out, num_heads, group, kv.head_dim, tile_tokens, scale, tk};
+  const Call c{kv, md, q, out, num_heads, group, kv.head_dim, tile_tokens, scale, tk, fresh};
   const int32_t stride = state_stride(kv.head_dim);
   const int num_threads = pool.num_threads();
   ws.ensure_threads(num_threads, kv.head_dim, tile_tokens * group);
@@ -268,7 +296,8 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
   ws.unit_offset[md.num_seqs] = num_units;
   float* partials = ws.ensure_partials(num_partial_floats);
   const size_t per_thread = sizeof(float) * (size_t(kv.head_dim) * kTileKeys * 2 +
-                                             size_t(tile_tokens) * group * (kTileKeys + 2 * stride)) +
+                                             size_t(tile_tokens) * group * (kTileKeys + 2 * stride) +
+                                             (fresh != nullptr ? size_t(group + 1) * kv.head_dim : 0)) +
                             sizeof(float*) * (kTileKeys + size_t(tile_tokens) * group);
   ws.note_flash(per_thread * num_threads + num_partial_floats * sizeof(float) +
                 sizeof(int64_t) * 2 * (md.num_seqs + 1) + sizeof(int32_t) * md.num_tokens);
@@ -373,100 +402,25 @@ void paged_attention(const KvLayer& kv, const AttnMetadata& md, const float* q, 
   run_flash(kv, md, q, num_heads, scale, out, pool, ws, pick_kernels(kv.head_dim));
 }
 
+bool is_single_token_step(const AttnMetadata& md) {
+  for (int32_t s = 0; s < md.num_seqs; ++s) {
+    if (md.query_start_loc[s + 1] - md.query_start_loc[s] != 1) return false;
+  }
+  return true;
+}
+
+void paged_attention_decode(const KvLayer& kv, const AttnMetadata& md, const float* q, const DecodeTokens& fresh,
+                            int32_t num_heads, float scale, float* out, ThreadPool& pool, AttnWorkspace& ws) {
+  TESSERA_CHECK(is_single_token_step(md), "paged_attention_decode: a sequence has other than one query row");
+  TESSERA_CHECK(fresh.k != nullptr && fresh.v != nullptr && fresh.rope_cs != nullptr,
+                "paged_attention_decode: missing k, v or rope table");
+  run_flash(kv, md, q, num_heads, scale, out, pool, ws, pick_kernels(kv.head_dim), &fresh);
+}
+
 void paged_attention_ref(const KvLayer& kv, const AttnMetadata& md, const float* q,
                          int32_t num_heads, float scale, float* out, ThreadPool& pool,
                          AttnWorkspace& ws) {
   run_flash(kv, md, q, num_heads, scale, out, pool, ws, attn_detail::tile_kernels_ref());
-}
-
-// ---- workspace ----
-
-void AttnWorkspace::grow(AlignedVector<float>& buf, size_t floats) {
-  if (buf.size() >= floats) return;
-  buf.resize(floats);
-  ++num_grows_;
-}
-
-void AttnWorkspace::ensure_threads(int num_threads, int32_t head_dim, int32_t rows) {
-  if (threads.size() < static_cast<size_t>(num_threads)) {
-    threads.resize(num_threads);
-    slot_busy_ = std::make_unique<std::atomic<int32_t>[]>(threads.size());  // all 0: free
-    ++num_grows_;
-  }
-  const int32_t stride = state_stride(head_dim);
-  for (ThreadScratch& sc : threads) {
-    grow(sc.kt, size_t(head_dim) * kTileKeys);
-    grow(sc.vt, size_t(head_dim) * kTileKeys);
-    grow(sc.scores, size_t(rows) * kTileKeys);
-    grow(sc.part, size_t(rows) * stride);
-    // Also the per-row fold buffer of the split schedule's second phase (one row at a time).
-    grow(sc.total, size_t(std::max(rows, 1)) * stride);
-    if (sc.v_rows.size() < size_t(kTileKeys)) sc.v_rows.resize(kTileKeys);
-    if (sc.q_rows.size() < size_t(rows)) {
-      sc.q_rows.resize(rows);
-      ++num_grows_;
-    }
-  }
-}
-
-void AttnWorkspace::ensure_seqs(int32_t num_seqs, int32_t num_tokens) {
-  if (unit_offset.size() < size_t(num_seqs) + 1) {
-    unit_offset.resize(num_seqs + 1);
-    partial_offset.resize(num_seqs + 1);
-    ++num_grows_;
-  }
-  if (token_seq.size() < size_t(num_tokens)) {
-    token_seq.resize(num_tokens);
-    ++num_grows_;
-  }
-}
-
-int AttnWorkspace::claim_slot() {
-  for (;;) {  // at most threads.size() holders at once, so one pass finds a free slot
-    for (size_t i = 0; i < threads.size(); ++i) {
-      if (slot_busy_[i].load(std::memory_order_relaxed) == 0 &&
-          slot_busy_[i].exchange(1, std::memory_order_acquire) == 0) {
-        return static_cast<int>(i);
-      }
-    }
-  }
-}
-
-float* AttnWorkspace::ensure_partials(size_t floats) {
-  grow(partials, floats);
-  return partials.data();
-}
-
-float* AttnWorkspace::ensure_naive(size_t floats) {
-  grow(naive_scores, floats);
-  return naive_scores.data();
-}
-
-void AttnWorkspace::reserve(const AttnLimits& lim) {
-  TESSERA_CHECK(lim.num_kv_heads > 0 && lim.num_heads % lim.num_kv_heads == 0, "bad head counts");
-  const int32_t group = lim.num_heads / lim.num_kv_heads;
-  const int32_t tile_tokens = std::max<int32_t>(1, kRowsPerTile / group);
-  ensure_threads(std::max(1, lim.num_threads), lim.head_dim, tile_tokens * group);
-  ensure_seqs(lim.max_seqs, lim.max_tokens);
-  // Split sequences (decode): one row per sequence, sum of contexts <= max_total_context.
-  // Chunks of several rows (speculation) grow the buffer on first use.
-  const int64_t total_context = lim.max_total_context > 0 ? lim.max_total_context : lim.max_context;
-  const int64_t parts = total_context / kPartitionKeys + std::max(1, lim.max_seqs);
-  ensure_partials(size_t(parts) * lim.num_heads * state_stride(lim.head_dim));
-  if (lim.naive) ensure_naive(size_t(lim.max_tokens) * lim.max_context);
-  num_grows_ = 0;
-}
-
-size_t AttnWorkspace::capacity_bytes() const {
-  size_t bytes = sizeof(float) * (partials.capacity() + naive_scores.capacity()) +
-                 sizeof(int64_t) * (unit_offset.capacity() + partial_offset.capacity()) +
-                 sizeof(int32_t) * token_seq.capacity();
-  for (const ThreadScratch& sc : threads) {
-    bytes += sizeof(float) * (sc.kt.capacity() + sc.vt.capacity() + sc.scores.capacity() +
-                              sc.part.capacity() + sc.total.capacity()) +
-             sizeof(float*) * (sc.v_rows.capacity() + sc.q_rows.capacity());
-  }
-  return bytes;
 }
 
 }  // namespace tessera::kernels

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "util/aligned_vector.h"
 #include "util/thread_pool.h"
 
@@ -136,6 +137,8 @@ class AttnWorkspace {
     AlignedVector<float> part;          // [rows][head_dim + 2]: partition state (acc, m, l)
     AlignedVector<float> total;         // [rows][head_dim + 2]: folded state over partitions
     std::vector<const float*> q_rows;   // [rows]
+    AlignedVector<float> q_rope;        // [rows][head_dim]: rotated query rows (paged_attention_decode)
+    AlignedVector<float> k_rope;        // [head_dim]: one rotated key head (paged_attention_decode)
   };
   void ensure_threads(int num_threads, int32_t head_dim, int32_t rows);
   // Claims a free slot of `threads` (one of num_threads; never blocks when at most num_threads
@@ -168,6 +171,8 @@ class AttnWorkspace {
 // Tokens [t_begin, t_end) only (t_end < 0: all): disjoint ranges may run on different threads.
 void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v, int32_t t_begin = 0,
               int32_t t_end = -1);
+// write_kv for one KV head of one token: kh, vh are that head's K and V rows (head_dim f32).
+void write_kv_head(const KvLayer& kv, int64_t slot, int32_t kv_head, const float* kh, const float* vh);
 
 // q, out: [num_tokens][num_heads][head_dim] f32. Query row j (0-based) of sequence s, which has
 // q_len = qsl[s+1]-qsl[s] rows, sits at position p = seq_lens[s] - q_len + j and attends causally
@@ -176,6 +181,24 @@ void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const f
 // num_kv_heads = 1. Dispatches once on util isa_level().
 void paged_attention(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_t num_heads,
                      float scale, float* out, ThreadPool& pool, AttnWorkspace& ws);
+
+// A decode step's new rows for paged_attention_decode, before the rotary embedding.
+struct DecodeTokens {
+  const float* k = nullptr;        // [num_tokens][num_kv_heads * head_dim], not yet rotated
+  const float* v = nullptr;        // [num_tokens][num_kv_heads * head_dim]
+  const float* rope_cs = nullptr;  // [num_tokens][head_dim]: rope_table() of the tokens' positions
+  RopeLayout rope_layout = RopeLayout::kNormal;
+};
+// Whether every sequence of md has exactly one query row (a pure decode step).
+bool is_single_token_step(const AttnMetadata& md);
+// paged_attention for a pure decode step with rope and write_kv folded in; q and fresh.k are not
+// yet rotated, and q is left as it is. Each work unit rotates its query rows in its own scratch,
+// and the unit that reads a token's new key (the one of the token's last partition) rotates that
+// KV head's key and writes K and V into the slot just before it reads them: the lines are written
+// and read on one core, without two more passes over the pool. Bits: the same as rope_with_table
+// on q and k, then write_kv, then paged_attention.
+void paged_attention_decode(const KvLayer& kv, const AttnMetadata& md, const float* q, const DecodeTokens& fresh,
+                            int32_t num_heads, float scale, float* out, ThreadPool& pool, AttnWorkspace& ws);
 // Same, scalar tile kernels (the flash algorithm's readable path; what TESSERA_FORCE_SCALAR runs).
 void paged_attention_ref(const KvLayer& kv, const AttnMetadata& md, const float* q,
                          int32_t num_heads, float scale, float* out, ThreadPool& pool,

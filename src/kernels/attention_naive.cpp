@@ -59,50 +59,49 @@ float dot(const float* a, const float* b, int32_t n) {
 
 }  // namespace
 
+void write_kv_head(const KvLayer& kv, int64_t slot, int32_t h, const float* kh, const float* vh) {
+  constexpr int32_t kMaxHeadDim = 1024;
+  TESSERA_CHECK(kv.head_dim <= kMaxHeadDim, "head_dim {} too large", kv.head_dim);
+  TESSERA_CHECK(slot >= 0 && slot < int64_t{kv.num_blocks} * kv.block_size, "slot {} out of {} slots", slot,
+                int64_t{kv.num_blocks} * kv.block_size);
+  TESSERA_CHECK(h >= 0 && h < kv.num_kv_heads, "kv head {} of {}", h, kv.num_kv_heads);
+  const int64_t block = slot / kv.block_size;
+  const auto in_block = static_cast<int32_t>(slot % kv.block_size);
+  const int64_t v_off = v_offset(kv, block, in_block, h);  // V: one contiguous row per head
+  if (kv.dtype == KvDType::kF32) {
+    std::copy(vh, vh + kv.head_dim, static_cast<float*>(kv.v) + v_off);
+  } else if (kv.dtype == KvDType::kQ8) {
+    kv.v_scale[scale_offset(kv, block, in_block, h)] =
+        quantize_kv_row(vh, kv.head_dim, static_cast<int8_t*>(kv.v) + v_off);
+  } else {
+    fp32_to_fp16_row(vh, static_cast<uint16_t*>(kv.v) + v_off, kv.head_dim);
+  }
+  const int64_t k_off = k_offset(kv, block, in_block, h);  // K: dimension d at stride block_size
+  if (kv.dtype == KvDType::kF32) {
+    for (int32_t d = 0; d < kv.head_dim; ++d) static_cast<float*>(kv.k)[k_off + int64_t{d} * kv.block_size] = kh[d];
+  } else if (kv.dtype == KvDType::kQ8) {
+    int8_t q[kMaxHeadDim];  // the head's K row, before its scatter
+    kv.k_scale[scale_offset(kv, block, in_block, h)] = quantize_kv_row(kh, kv.head_dim, q);
+    int8_t* kd = static_cast<int8_t*>(kv.k) + k_off;
+    for (int32_t d = 0; d < kv.head_dim; ++d) kd[int64_t{d} * kv.block_size] = q[d];
+  } else {
+    uint16_t k_half[kMaxHeadDim];  // the head's K row in f16, before its scatter
+    fp32_to_fp16_row(kh, k_half, kv.head_dim);
+    uint16_t* kd = static_cast<uint16_t*>(kv.k) + k_off;
+    for (int32_t d = 0; d < kv.head_dim; ++d) kd[int64_t{d} * kv.block_size] = k_half[d];
+  }
+}
+
 void write_kv(const KvLayer& kv, const AttnMetadata& md, const float* k, const float* v, int32_t t_begin,
               int32_t t_end) {
   const int64_t row = int64_t{kv.num_kv_heads} * kv.head_dim;
-  const int64_t num_slots = int64_t{kv.num_blocks} * kv.block_size;
-  constexpr int32_t kMaxHeadDim = 1024;
-  TESSERA_CHECK(kv.head_dim <= kMaxHeadDim, "head_dim {} too large", kv.head_dim);
-  uint16_t k_half[kMaxHeadDim];  // one head's K row in f16, before its scatter at stride block_size
   if (t_end < 0) t_end = md.num_tokens;
   TESSERA_CHECK(t_begin >= 0 && t_end <= md.num_tokens, "write_kv: tokens [{}, {}) of {}", t_begin, t_end, md.num_tokens);
   for (int32_t t = t_begin; t < t_end; ++t) {
     const int64_t slot = md.slot_mapping[t];
     if (slot < 0) continue;
-    TESSERA_CHECK(slot < num_slots, "slot {} out of {} slots", slot, num_slots);
-    const float* ks = k + t * row;
-    const float* vs = v + t * row;
-    const int64_t block = slot / kv.block_size;
-    const auto in_block = static_cast<int32_t>(slot % kv.block_size);
     for (int32_t h = 0; h < kv.num_kv_heads; ++h) {
-      const float* vh = vs + int64_t{h} * kv.head_dim;  // V: one contiguous row per head
-      const int64_t v_off = v_offset(kv, block, in_block, h);
-      if (kv.dtype == KvDType::kF32) {
-        std::copy(vh, vh + kv.head_dim, static_cast<float*>(kv.v) + v_off);
-      } else if (kv.dtype == KvDType::kQ8) {
-        kv.v_scale[scale_offset(kv, block, in_block, h)] =
-            quantize_kv_row(vh, kv.head_dim, static_cast<int8_t*>(kv.v) + v_off);
-      } else {
-        fp32_to_fp16_row(vh, static_cast<uint16_t*>(kv.v) + v_off, kv.head_dim);
-      }
-    }
-    for (int32_t h = 0; h < kv.num_kv_heads; ++h) {  // K: dimension d at stride block_size
-      const int64_t off = k_offset(kv, block, in_block, h);
-      const float* kh = ks + int64_t{h} * kv.head_dim;
-      if (kv.dtype == KvDType::kF32) {
-        for (int32_t d = 0; d < kv.head_dim; ++d) static_cast<float*>(kv.k)[off + int64_t{d} * kv.block_size] = kh[d];
-      } else if (kv.dtype == KvDType::kQ8) {
-        int8_t* q = reinterpret_cast<int8_t*>(k_half);  // one head's K row, before its scatter
-        kv.k_scale[scale_offset(kv, block, in_block, h)] = quantize_kv_row(kh, kv.head_dim, q);
-        int8_t* kd = static_cast<int8_t*>(kv.k) + off;
-        for (int32_t d = 0; d < kv.head_dim; ++d) kd[int64_t{d} * kv.block_size] = q[d];
-      } else {
-        fp32_to_fp16_row(kh, k_half, kv.head_dim);
-        uint16_t* kd = static_cast<uint16_t*>(kv.k) + off;
-        for (int32_t d = 0; d < kv.head_dim; ++d) kd[int64_t{d} * kv.block_size] = k_half[d];
-      }
+      write_kv_head(kv, slot, h, k + t * row + int64_t{h} * kv.head_dim, v + t * row + int64_t{h} * kv.head_dim);
     }
   }
 }

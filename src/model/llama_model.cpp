@@ -178,6 +178,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     kernels::rope_table(batch.positions.data(), num_tokens, c.head_dim, c.rope, ws.rope_cs.data());
   }
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Every sequence decoding one token: the attention rotates q and k and writes the K/V itself.
+  const bool decode_step = kernels::is_single_token_step(batch.attn);
   // The per-token ops between the matmuls (norms, bias, rope, KV writes, residual adds) split their
   // rows over the pool from 8 tokens up (batched decode: otherwise a worker idles through them).
   // Every row is computed on its own, so the split never changes a value.
@@ -221,26 +223,31 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
         }
       });
     }
-    {
-      OpScope scope(Op::kRope);
-      over_rows([&](int64_t t0, int64_t t1) {
-        const float* table = ws.rope_cs.data() + t0 * c.head_dim;
-        kernels::rope_with_table(ws.q.data() + t0 * c.q_dim(), t1 - t0, c.num_heads, c.head_dim, c.rope.layout, table);
-        kernels::rope_with_table(ws.k.data() + t0 * c.kv_dim(), t1 - t0, c.num_kv_heads, c.head_dim, c.rope.layout, table);
-      });
-    }
     const kernels::KvLayer& kv_layer = kv.layer(l);
-    {
-      OpScope scope(Op::kWriteKv);
-      over_rows([&](int64_t t0, int64_t t1) {
-        kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data(), static_cast<int32_t>(t0),
-                          static_cast<int32_t>(t1));
-      });
-    }
-    {
+    if (decode_step) {  // rope and the K/V writes inside the attention's units (same bits)
       OpScope scope(Op::kAttention);
-      kernels::paged_attention(kv_layer, batch.attn, ws.q.data(), c.num_heads, attn_scale,
-                               ws.attn.data(), pool, ws.attn_ws);
+      const kernels::DecodeTokens fresh{ws.k.data(), ws.v.data(), ws.rope_cs.data(), c.rope.layout};
+      kernels::paged_attention_decode(kv_layer, batch.attn, ws.q.data(), fresh, c.num_heads, attn_scale,
+                                      ws.attn.data(), pool, ws.attn_ws);
+    } else {
+      {
+        OpScope scope(Op::kRope);
+        over_rows([&](int64_t t0, int64_t t1) {
+          const float* table = ws.rope_cs.data() + t0 * c.head_dim;
+          kernels::rope_with_table(ws.q.data() + t0 * c.q_dim(), t1 - t0, c.num_heads, c.head_dim, c.rope.layout, table);
+          kernels::rope_with_table(ws.k.data() + t0 * c.kv_dim(), t1 - t0, c.num_kv_heads, c.head_dim, c.rope.layout, table);
+        });
+      }
+      {
+        OpScope scope(Op::kWriteKv);
+        over_rows([&](int64_t t0, int64_t t1) {
+          kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data(), static_cast<int32_t>(t0),
+                            static_cast<int32_t>(t1));
+        });
+      }
+      OpScope scope(Op::kAttention);
+      kernels::paged_attention(kv_layer, batch.attn, ws.q.data(), c.num_heads, attn_scale, ws.attn.data(), pool,
+                               ws.attn_ws);
     }
     {
       OpScope scope(Op::kWo);

@@ -13,7 +13,9 @@
 
 namespace tessera::kernels::testing {
 
-enum class AttnPath { kFlash, kFlashRef, kNaive };
+// kFlashDecode: paged_attention_decode (one-token sequences only), which rotates q and k and writes
+// the K/V itself; every other path gets them rotated and written first.
+enum class AttnPath { kFlash, kFlashRef, kNaive, kFlashDecode };
 
 // One sequence's rows attended in a step: positions [begin, begin + count).
 struct Chunk {
@@ -62,6 +64,18 @@ class PagedFixture {
   }
 
   const KvLayer& kv() const { return kv_; }
+  // Rotates q and k by their positions from now on (rope_table of RopeParams{layout}).
+  void use_rope(RopeLayout layout) { rope_ = RopeParams{layout, 10000.0f, 1.0f}, has_rope_ = true; }
+  // The whole cache, for bit comparisons.
+  std::vector<uint8_t> cache_bytes() const {
+    std::vector<uint8_t> all(k_store_);
+    all.insert(all.end(), v_store_.begin(), v_store_.end());
+    for (const std::vector<float>* sc : {&k_scale_store_, &v_scale_store_}) {
+      const auto* b = reinterpret_cast<const uint8_t*>(sc->data());
+      all.insert(all.end(), b, b + sc->size() * sizeof(float));
+    }
+    return all;
+  }
   int32_t row_q() const { return num_heads_ * kv_.head_dim; }
   int32_t row_kv() const { return kv_.num_kv_heads * kv_.head_dim; }
 
@@ -78,6 +92,7 @@ class PagedFixture {
                           AttnWorkspace& ws, float scale) {
     std::vector<int32_t> qsl{0}, seq_lens, indptr{0}, indices;
     std::vector<int64_t> slots;
+    std::vector<int32_t> positions;
     std::vector<float> q, k, v;
     for (const Chunk& c : chunks) {
       qsl.push_back(qsl.back() + c.count);
@@ -93,6 +108,7 @@ class PagedFixture {
         fill(c.seq, p, 1, k.data() + ok, row_kv(), 1.0f);
         fill(c.seq, p, 2, v.data() + ok, row_kv(), 1.0f);
         slots.push_back(int64_t{tables_[c.seq][p / kv_.block_size]} * kv_.block_size + p % kv_.block_size);
+        positions.push_back(p);
       }
     }
     AttnMetadata md;
@@ -103,8 +119,21 @@ class PagedFixture {
     md.block_table_indptr = indptr.data();
     md.block_table_indices = indices.data();
     md.slot_mapping = slots.data();
-    write_kv(kv_, md, k.data(), v.data());
+    const int32_t hd = kv_.head_dim;
+    std::vector<float> rope_cs(size_t(md.num_tokens) * hd);
+    if (has_rope_) rope_table(positions.data(), md.num_tokens, hd, rope_, rope_cs.data());
     std::vector<float> out(size_t(md.num_tokens) * row_q(), -7.0f);
+    if (path == AttnPath::kFlashDecode) {
+      TESSERA_CHECK(has_rope_, "kFlashDecode needs use_rope()");
+      const DecodeTokens fresh{k.data(), v.data(), rope_cs.data(), rope_.layout};
+      paged_attention_decode(kv_, md, q.data(), fresh, num_heads_, scale, out.data(), pool, ws);
+      return out;
+    }
+    if (has_rope_) {
+      rope_with_table(q.data(), md.num_tokens, num_heads_, hd, rope_.layout, rope_cs.data());
+      rope_with_table(k.data(), md.num_tokens, kv_.num_kv_heads, hd, rope_.layout, rope_cs.data());
+    }
+    write_kv(kv_, md, k.data(), v.data());
     switch (path) {
       case AttnPath::kFlash:
         paged_attention(kv_, md, q.data(), num_heads_, scale, out.data(), pool, ws);
@@ -114,6 +143,8 @@ class PagedFixture {
         break;
       case AttnPath::kNaive:
         paged_attention_naive(kv_, md, q.data(), num_heads_, scale, out.data(), ws);
+        break;
+      case AttnPath::kFlashDecode:
         break;
     }
     return out;
@@ -127,6 +158,8 @@ class PagedFixture {
   std::vector<uint8_t> k_store_, v_store_;
   std::vector<float> k_scale_store_, v_scale_store_;  // kQ8 only
   std::vector<std::vector<int32_t>> tables_;
+  RopeParams rope_;
+  bool has_rope_ = false;
 };
 
 }  // namespace tessera::kernels::testing

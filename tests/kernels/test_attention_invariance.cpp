@@ -1,6 +1,7 @@
 // Batch invariance of the flash kernel, bit for bit: the same sequence attended (a) as one prefill
 // chunk, (b) as 3 chunks, (c) token by token as decode, (d) inside a batch with 2 other sequences,
-// (e) as 5-token speculative chunks, with 1 and 2 threads, on every ISA path.
+// (e) as 5-token speculative chunks, with 1 and 2 threads, on every ISA path; and decode with rope
+// and the K/V writes folded into the attention (paged_attention_decode) against separate passes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -121,6 +122,71 @@ TEST(PagedAttentionInvariance, FusedTileBitsEqualThreeStepTiles) {
     }
   }
   set_isa_level(detected_isa_level());
+}
+
+}  // namespace
+}  // namespace tessera::kernels
+
+namespace tessera::kernels {
+namespace {
+
+// paged_attention_decode (q and k rotated and the K/V written inside the work units) against
+// rope_with_table + write_kv + paged_attention: the same output rows and the same cache, bit for
+// bit, on every ISA path, both rope layouts, every KV dtype, the fused and the three-step tiles,
+// with decode steps that cross partition edges (256, 512) and block edges.
+TEST(PagedAttentionInvariance, DecodeWithRopeAndWritesFoldedInMatchesSeparatePasses) {
+  const Shape shapes[] = {{9, 3, 64, 16, KvDType::kF16},
+                          {9, 3, 64, 32, KvDType::kQ8},
+                          {9, 3, 64, 16, KvDType::kF32},
+                          {8, 2, 32, 8, KvDType::kF16},
+                          {6, 6, 16, 1, KvDType::kF32}};
+  std::vector<IsaLevel> levels{IsaLevel::kScalar};
+  if (detected_isa_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (detected_isa_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  // Prefill (always the separate passes), then 24 one-token steps of all three sequences.
+  const std::vector<Chunk> prefill{{0, 0, 500}, {1, 0, 250}, {2, 0, 1}};
+  std::vector<std::vector<Chunk>> decode;
+  for (int32_t i = 0; i < 24; ++i) decode.push_back({{0, 500 + i, 1}, {1, 250 + i, 1}, {2, 1 + i, 1}});
+  for (const Shape& sh : shapes) {
+    for (RopeLayout layout : {RopeLayout::kNormal, RopeLayout::kNeox}) {
+      for (IsaLevel level : levels) {
+        set_isa_level(level);
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << "H=" << sh.num_heads << " KVH=" << sh.num_kv_heads << " hd=" << sh.head_dim
+                                            << " block=" << sh.block_size << " dtype=" << static_cast<int>(sh.dtype)
+                                            << " neox=" << (layout == RopeLayout::kNeox) << " " << isa_name(level)
+                                            << " threads=" << threads);
+          ThreadPool pool(threads);
+          std::vector<float> rows[2];
+          std::vector<uint8_t> cache[2];
+          for (int fused = 0; fused < 2; ++fused) {
+            PagedFixture fx(sh.num_heads, sh.num_kv_heads, sh.head_dim, sh.block_size, sh.dtype, {524, 274, 25});
+            fx.use_rope(layout);
+            AttnWorkspace ws;
+            fx.step(prefill, AttnPath::kFlash, pool, ws, 0.17f);
+            for (const std::vector<Chunk>& step : decode) {
+              const std::vector<float> out = fx.step(step, fused ? AttnPath::kFlashDecode : AttnPath::kFlash, pool, ws, 0.17f);
+              rows[fused].insert(rows[fused].end(), out.begin(), out.end());
+            }
+            cache[fused] = fx.cache_bytes();
+          }
+          ASSERT_EQ(rows[0].size(), size_t(24) * 3 * sh.num_heads * sh.head_dim);
+          EXPECT_TRUE(same_bits(rows[0], rows[1]));
+          EXPECT_TRUE(cache[0] == cache[1]);
+        }
+      }
+    }
+  }
+  set_isa_level(detected_isa_level());
+}
+
+// A step in which a sequence has several query rows is not a decode step.
+TEST(PagedAttentionInvariance, DecodeEntryPointRejectsMultiTokenSequences) {
+  PagedFixture fx(4, 2, 16, 16, KvDType::kF32, {40, 40});
+  fx.use_rope(RopeLayout::kNormal);
+  ThreadPool pool(1);
+  AttnWorkspace ws;
+  EXPECT_DEATH(fx.step({{0, 0, 3}, {1, 0, 1}}, AttnPath::kFlashDecode, pool, ws, 0.2f), "other than one query row");
 }
 
 }  // namespace
