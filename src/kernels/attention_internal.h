@@ -160,6 +160,22 @@ class PrefetchStream {
     }
     region_ = region, line_ = line;
   }
+  // Issues the next 4 lines (fewer at the end of the stream), with constant offsets when they lie
+  // in one region. The fused tile calls it once per dimension: issue(n) spends ~7 integer ops per
+  // line on its cursor, which took the ports from the tile's arithmetic (probe_batched_attention
+  // --threads 1 --same: 3.92 ms with issue(4), 3.39 with issue4(), 3.22 with no prefetch). Batches
+  // of 8 lines every other dimension, or a whole region (32 lines) every 8, read slower from DRAM
+  // in the engine.
+  void issue4() {
+    if (region_ >= num_regions_) return;
+    if (line_ + 4 > lines_per_region_) return issue(4);
+    const char* p = regions_[region_] + int64_t{line_} * 64;
+    prefetch_line(p), prefetch_line(p + 64), prefetch_line(p + 128), prefetch_line(p + 192);
+    if ((line_ += 4) == lines_per_region_) line_ = 0, ++region_;
+  }
+  void issue_rest() {
+    while (region_ < num_regions_) issue4();
+  }
 
  private:
   static constexpr int32_t kMaxRegions = 16;  // 8 blocks: a whole tile at block size >= 8

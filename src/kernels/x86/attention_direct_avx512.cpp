@@ -98,21 +98,22 @@ inline __m512 load_v(const TileSource& ts, int32_t j, int32_t e, __mmask16 m) {
 
 // scores_avx512's R-row pass with K read from the cache: one FMA chain per (row, 16 keys) over d
 // ascending, then * scale, for the first C chunks (the ones holding keys); the chunks past them
-// hold zeros, as in kt. Streams `pf` in over the d loop. Every accumulator access has a constant
-// index (the pack expansion over I = C * row + chunk) and the body is inlined, so GCC keeps the
-// C * R accumulators in registers: with loops over rows and chunks it kept the array on the stack
-// and stored all of it on every d.
+// hold zeros, as in kt. Streams `pf` in over the d loop, 4 lines every `every` dimensions. Every
+// accumulator access has a constant index (the pack expansion over I = C * row + chunk) and the
+// body is inlined, so GCC keeps the C * R accumulators in registers: with loops over rows and
+// chunks it kept the array on the stack and stored all of it on every d.
 template <KvDType DT, int R, int C, size_t... I>
 [[gnu::always_inline]] inline void scores_pass(const KvLayer& kv, const TileSource& ts, const float* const* q_rows,
-                                               __m512 vscale, float* s, PrefetchStream& pf, int32_t lines_per_dim,
+                                               __m512 vscale, float* s, PrefetchStream& pf, int32_t every,
                                                std::index_sequence<I...>) {
   static_assert(sizeof...(I) == R * C && C <= kChunks);
   const float* q[R];
   for (int i = 0; i < R; ++i) q[i] = q_rows[i];
   __m512 acc[R * C];
   ((acc[I] = _mm512_setzero_ps()), ...);
+  int32_t countdown = every;
   for (int32_t d = 0; d < kv.head_dim; ++d) {
-    pf.issue(lines_per_dim);
+    if (--countdown == 0) pf.issue4(), countdown = every;
     __m512 k[C];
     for (int c = 0; c < C; ++c) k[c] = load_k<DT>(kv, ts, c, d);
     ((acc[I] = _mm512_fmadd_ps(_mm512_set1_ps(q[I / C][d]), k[I % C], acc[I])), ...);
@@ -125,13 +126,13 @@ template <KvDType DT, int R, int C, size_t... I>
 
 template <KvDType DT, int R>
 void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* q_rows, __m512 vscale,
-                   float* s, PrefetchStream& pf, int32_t lines_per_dim) {
+                   float* s, PrefetchStream& pf, int32_t every) {
   static_assert(kChunks == 4, "scores_direct dispatches on 1 to 4 chunks");
   switch ((ts.n + 15) / 16) {
-    case 1: return scores_pass<DT, R, 1>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R>{});
-    case 2: return scores_pass<DT, R, 2>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R * 2>{});
-    case 3: return scores_pass<DT, R, 3>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R * 3>{});
-    default: return scores_pass<DT, R, 4>(kv, ts, q_rows, vscale, s, pf, lines_per_dim, std::make_index_sequence<R * 4>{});
+    case 1: return scores_pass<DT, R, 1>(kv, ts, q_rows, vscale, s, pf, every, std::make_index_sequence<R>{});
+    case 2: return scores_pass<DT, R, 2>(kv, ts, q_rows, vscale, s, pf, every, std::make_index_sequence<R * 2>{});
+    case 3: return scores_pass<DT, R, 3>(kv, ts, q_rows, vscale, s, pf, every, std::make_index_sequence<R * 3>{});
+    default: return scores_pass<DT, R, 4>(kv, ts, q_rows, vscale, s, pf, every, std::make_index_sequence<R * 4>{});
   }
 }
 
@@ -190,19 +191,20 @@ void tile_direct(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int3
   locate<DT>(kv, blocks, kv_head, key_begin, n, ts);
   PrefetchStream none;
   PrefetchStream& pf = next != nullptr ? *next : none;
-  const int32_t lines_per_dim = (pf.total_lines() + kv.head_dim - 1) / kv.head_dim;
+  const int32_t every = std::max(1, kv.head_dim / std::max(1, (pf.total_lines() + 3) / 4));
   const __m512 vscale = _mm512_set1_ps(scale);
   int32_t r = 0;
   for (; r + 4 <= num_rows; r += 4) {
-    scores_direct<DT, 4>(kv, ts, q_rows + r, vscale, s + int64_t{r} * kTileKeys, pf, lines_per_dim);
+    scores_direct<DT, 4>(kv, ts, q_rows + r, vscale, s + int64_t{r} * kTileKeys, pf, every);
   }
   float* tail = s + int64_t{r} * kTileKeys;
   switch (num_rows - r) {  // the GQA group of 3 (SmolLM2) decodes as one 3-row pass
-    case 3: scores_direct<DT, 3>(kv, ts, q_rows + r, vscale, tail, pf, lines_per_dim); break;
-    case 2: scores_direct<DT, 2>(kv, ts, q_rows + r, vscale, tail, pf, lines_per_dim); break;
-    case 1: scores_direct<DT, 1>(kv, ts, q_rows + r, vscale, tail, pf, lines_per_dim); break;
+    case 3: scores_direct<DT, 3>(kv, ts, q_rows + r, vscale, tail, pf, every); break;
+    case 2: scores_direct<DT, 2>(kv, ts, q_rows + r, vscale, tail, pf, every); break;
+    case 1: scores_direct<DT, 1>(kv, ts, q_rows + r, vscale, tail, pf, every); break;
     default: break;
   }
+  pf.issue_rest();  // what the d loop left (more regions than dimensions)
   // Updates in runs of up to 4 adjacent rows that take the same number of keys.
   auto keys_of = [&](int32_t row) { return std::min(n, pos0 + row / group + 1 - key_begin); };
   for (r = 0; r < num_rows;) {
