@@ -1,5 +1,7 @@
 // The flash attention driver: work units, scheduling and the fold across partitions, over the
-// per-ISA tile kernels of attention_internal.h. Also the workspace.
+// per-ISA tile kernels of attention_internal.h (the workspace: attention_workspace.cpp). A pure
+// decode step may hand it the new rows unrotated (paged_attention_decode): each split unit then
+// rotates its own query rows, and the unit of a token's last partition writes the token's K/V.
 //
 // A query row at position p attends to keys [0, p], cut into partitions of kPartitionKeys keys:
 //
