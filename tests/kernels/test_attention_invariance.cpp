@@ -43,6 +43,14 @@ std::vector<float> run_schedule(PagedFixture& fx, const std::vector<std::vector<
   return rows;
 }
 
+// Scalar and every SIMD level this CPU has.
+std::vector<IsaLevel> isa_levels_to_test() {
+  std::vector<IsaLevel> levels{IsaLevel::kScalar};
+  if (detected_isa_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (detected_isa_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  return levels;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -53,9 +61,7 @@ TEST(PagedAttentionInvariance, RowBitsIndependentOfChunkingBatchAndThreads) {
                           {16, 2, 64, 32, KvDType::kF16},
                           {5, 5, 40, 1, KvDType::kF32},
                           {8, 1, 24, 16, KvDType::kF32}};
-  std::vector<IsaLevel> levels{IsaLevel::kScalar};
-  if (detected_isa_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
-  if (detected_isa_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  const std::vector<IsaLevel> levels = isa_levels_to_test();
 
   std::vector<std::vector<Chunk>> one{{{0, 0, len}}};
   std::vector<std::vector<Chunk>> three{{{0, 0, 150}}, {{0, 150, 250}}, {{0, 400, 200}}};
@@ -140,9 +146,7 @@ TEST(PagedAttentionInvariance, DecodeWithRopeAndWritesFoldedInMatchesSeparatePas
                           {9, 3, 64, 16, KvDType::kF32},
                           {8, 2, 32, 8, KvDType::kF16},
                           {6, 6, 16, 1, KvDType::kF32}};
-  std::vector<IsaLevel> levels{IsaLevel::kScalar};
-  if (detected_isa_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
-  if (detected_isa_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  const std::vector<IsaLevel> levels = isa_levels_to_test();
   // Prefill (always the separate passes), then 24 one-token steps of all three sequences.
   const std::vector<Chunk> prefill{{0, 0, 500}, {1, 0, 250}, {2, 0, 1}};
   std::vector<std::vector<Chunk>> decode;
@@ -187,6 +191,18 @@ TEST(PagedAttentionInvariance, DecodeEntryPointRejectsMultiTokenSequences) {
   ThreadPool pool(1);
   AttnWorkspace ws;
   EXPECT_DEATH(fx.step({{0, 0, 3}, {1, 0, 1}}, AttnPath::kFlashDecode, pool, ws, 0.2f), "other than one query row");
+}
+
+// write_kv_head stops with a clear message on a slot outside the cache or a KV head outside the
+// layer, before it writes anything.
+TEST(PagedAttentionInvariance, WriteKvHeadRejectsBadSlotAndHead) {
+  PagedFixture fx(4, 2, 16, 16, KvDType::kF16, {40});
+  const std::vector<float> row(16, 0.5f);
+  const int64_t num_slots = int64_t{fx.kv().num_blocks} * fx.kv().block_size;
+  EXPECT_DEATH(write_kv_head(fx.kv(), num_slots, 0, row.data(), row.data()), "out of");
+  EXPECT_DEATH(write_kv_head(fx.kv(), -1, 0, row.data(), row.data()), "out of");
+  EXPECT_DEATH(write_kv_head(fx.kv(), 0, 2, row.data(), row.data()), "kv head 2 of 2");
+  EXPECT_DEATH(write_kv_head(fx.kv(), 0, -1, row.data(), row.data()), "kv head -1 of 2");
 }
 
 }  // namespace
