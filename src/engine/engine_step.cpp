@@ -55,7 +55,7 @@ bool EngineImpl::step() {
     ss.draft_probs = draft_probs_of(s);  // draft-model q rows; empty for n-gram and greedy
     return ss;
   };
-  const RunnerOutput result = runner_->execute(out, lookup);
+  const RunnerOutput& result = runner_->execute(out, lookup);
   const std::vector<sched::RequestUpdate> updates = scheduler_->update_from_output(out, result.sampled);
   live_metrics_.num_steps += 1;
   live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());

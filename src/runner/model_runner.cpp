@@ -95,10 +95,13 @@ void ModelRunner::append_padding_lanes(int32_t num_idle_lanes) {
   num_padding_lanes_ = num_pad;
 }
 
-RunnerOutput ModelRunner::execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup) {
-  RunnerOutput result;
+const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup) {
+  // Cleared, not rebuilt: the inner vectors keep their capacity from step to step.
+  RunnerOutput& result = output_;
   result.sampled.sampled_token_ids.resize(out.seqs.size());
+  for (std::vector<int32_t>& tokens : result.sampled.sampled_token_ids) tokens.clear();
   result.logprobs.resize(out.seqs.size());
+  for (SampledLogprobs& lp : result.logprobs) lp.tokens.clear();
   result.num_accepted_drafts.assign(out.seqs.size(), 0);
   for (const kv::CowCopy& copy : out.cow_copies) kv_.copy_block(copy.src_block, copy.dst_block);
   num_logits_rows_ = 0;

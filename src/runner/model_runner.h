@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/kv_storage.h"
@@ -39,7 +40,7 @@ struct RunnerConfig {
 // and the tokens it has seen (penalties). Owned by the engine; looked up per step.
 struct SequenceSampling {
   const SamplingParams* params = nullptr;
-  std::vector<sample::Rng*> rngs;            // [n]: the stream of each sample (index = sample_index)
+  std::span<sample::Rng* const> rngs;        // [n]: the stream of each sample (index = sample_index)
   std::span<const int32_t> prompt;           // prompt token ids
   std::span<const int32_t> output;           // generated so far (this sample)
   std::span<const float> draft_probs;        // [k][vocab] draft distributions, empty for n-gram
@@ -61,8 +62,10 @@ class ModelRunner {
  public:
   ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config);
 
-  // Runs one step. lookup(seq) is called for every sequence that needs logits.
-  RunnerOutput execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup);
+  // Runs one step. lookup(seq) is called for every sequence that needs logits. The result lives
+  // in the runner until the next call (its vectors keep their capacity: a steady-state step
+  // allocates nothing).
+  const RunnerOutput& execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup);
 
   // Logits of the last step's rows [num_logits_rows][vocab] (draft model proposer, tests).
   std::span<const float> last_logits() const;
@@ -94,6 +97,7 @@ class ModelRunner {
   std::vector<int32_t> plain_greedy_;      // per scheduled seq: its argmax token, or -1 (sampled below)
   std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, first logits row) picked in parallel
   std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification
+  RunnerOutput output_;                    // the last step's result, reused
 };
 
 }  // namespace tessera
