@@ -1,0 +1,100 @@
+// The JSON helpers of json_fields.h.
+#include "server/json_fields.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace tessera::server {
+namespace {
+
+// Deepest [ / { nesting outside strings; stops counting once past `limit`.
+int json_depth(std::string_view body, int limit) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > limit) return max_depth;
+    } else if (c == ']' || c == '}') depth = std::max(0, depth - 1);
+  }
+  return max_depth;
+}
+
+}  // namespace
+
+ApiError bad(std::string param, std::string message) {
+  return ApiError{ErrorType::kInvalidRequest, std::move(message), std::move(param)};
+}
+
+const char* type_word(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "integer";
+    case json::value_t::number_float: return "number";
+    case json::value_t::string: return "string";
+    case json::value_t::array: return "array";
+    case json::value_t::object: return "object";
+    default: return "value";
+  }
+}
+
+// Body -> JSON object, or the error that says what is wrong with it.
+std::optional<ApiError> parse_object(std::string_view body, json* out) {
+  if (body.empty()) return bad("", "Request body is empty; expected a JSON object");
+  size_t bad_offset = 0;
+  if (!is_valid_utf8(body, &bad_offset)) {
+    return bad("", fmt::format("Request body is not valid UTF-8 (first bad byte at offset {})",
+                               bad_offset));
+  }
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return bad("", fmt::format("Request body is nested deeper than {} levels", kMaxJsonDepth));
+  }
+  try {
+    *out = json::parse(body);
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    const size_t pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    return bad("", "Malformed JSON body: " + what);
+  }
+  if (!out->is_object()) {
+    return bad("", fmt::format("Request body must be a JSON object, got {}", type_word(*out)));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_unknown_fields(const json& obj, const std::set<std::string>& known) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (known.count(it.key()) == 0) {
+      return bad(it.key(), fmt::format("Unrecognized request argument supplied: {}", it.key()));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_token_ids(const json& arr, const char* param, std::vector<int32_t>* out) {
+  out->clear();
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) {
+      return bad(param, fmt::format("'{}' token ids must be integers, got {}", param, type_word(t)));
+    }
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<int32_t>::max() ||
+        (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX))) {
+      return bad(param, fmt::format("'{}' token id {} is out of range", param, t.dump()));
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+}  // namespace tessera::server
