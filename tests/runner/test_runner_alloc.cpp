@@ -6,31 +6,15 @@
 // plain data crossing the boundary, not the runner's buffers.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "../model/synthetic_model.h"
+#include "../util/counting_new.h"
 #include "runner/model_runner.h"
 #include "util/cpu_features.h"
-
-namespace {
-std::atomic<int64_t> g_num_allocations{0};
-}  // namespace
-
-// noinline: once inlined into a caller, GCC pairs `new` with the free() inside delete and
-// raises -Wmismatched-new-delete (seen with -O2 and sanitizers).
-__attribute__((noinline)) void* operator new(std::size_t size) {
-  g_num_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tessera {
 namespace {
@@ -101,10 +85,10 @@ TEST(RunnerAlloc, DecodeStepAllocatesNothing) {
     SCOPED_TRACE(std::string(isa_name(level)));
     set_isa_level(level);
     for (size_t i = 0; i < steps.size(); ++i) {
-      const int64_t before = g_num_allocations.load();
+      const int64_t before = tessera::testing::num_allocations();
       const RunnerOutput& r = runner.execute(steps[i], lookup);
       if (i + kCounted >= steps.size()) {
-        EXPECT_EQ(g_num_allocations.load() - before, 0) << "step " << i;
+        EXPECT_EQ(tessera::testing::num_allocations() - before, 0) << "step " << i;
       }
       ASSERT_EQ(r.sampled.sampled_token_ids.size(), static_cast<size_t>(kSeqs));
       for (const std::vector<int32_t>& tokens : r.sampled.sampled_token_ids) {
@@ -115,9 +99,9 @@ TEST(RunnerAlloc, DecodeStepAllocatesNothing) {
   }
   set_isa_level(detected_isa_level());
   // The counter works: building one more scheduled sequence allocates its vectors.
-  const int64_t before = g_num_allocations.load();
+  const int64_t before = tessera::testing::num_allocations();
   const sched::ScheduledSeq extra = scheduled(0, kPrompt + kDecodeSteps, 1);
-  EXPECT_GT(g_num_allocations.load() - before, 0);
+  EXPECT_GT(tessera::testing::num_allocations() - before, 0);
   std::remove(path.c_str());
 }
 

@@ -4,28 +4,12 @@
 // reused SampleOutput, rejection verification, and n-gram proposals.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <vector>
 
+#include "../util/counting_new.h"
 #include "sample/rejection_sampler.h"
 #include "sample/sampler.h"
-
-namespace {
-std::atomic<int64_t> g_num_allocations{0};
-}  // namespace
-
-// noinline: once inlined into a caller, GCC pairs `new` with the free() inside delete and
-// raises -Wmismatched-new-delete (seen with -O2 and sanitizers).
-__attribute__((noinline)) void* operator new(std::size_t size) {
-  g_num_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace tessera::sample {
 namespace {
@@ -35,9 +19,9 @@ constexpr int32_t kVocab = 49152;
 template <typename Fn>
 int64_t allocations_in(Fn&& fn) {
   fn();  // warm-up: first use may size reusable buffers
-  const int64_t before = g_num_allocations.load();
+  const int64_t before = tessera::testing::num_allocations();
   for (int i = 0; i < 3; ++i) fn();
-  return g_num_allocations.load() - before;
+  return tessera::testing::num_allocations() - before;
 }
 
 TEST(SampleAlloc, HotPathsAllocateNothing) {
