@@ -1,5 +1,4 @@
 // Request parsing and validation for the OpenAI endpoints (see protocol.h for the rules).
-#include <cmath>
 #include <limits>
 #include <set>
 
