@@ -55,6 +55,16 @@ bool avx512_kernels_available() {
 #endif
 }
 
+// Whether a packed copy of the 32-block weights would be read: by the AVX-512 kernels or, on CPUs
+// without them, by the AVX2 packed kernel.
+bool packed_kernels_available() {
+#if !defined(TESSERA_FORCE_SCALAR)
+  return isa_level() >= IsaLevel::kAvx2;
+#else
+  return false;
+#endif
+}
+
 // Whether this call's rows run on the AMX tiles (which read the activation scales transposed).
 bool amx_will_run([[maybe_unused]] const MatmulArgs& a) {
 #if !defined(TESSERA_FORCE_SCALAR)
@@ -77,7 +87,10 @@ void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     }
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
   }
-  if (level >= IsaLevel::kAvx2 && avx2::matmul_rows(a, r_begin, r_end)) return;
+  if (level >= IsaLevel::kAvx2) {
+    if (a.packed && g_packed_enabled.load(std::memory_order_relaxed) && avx2::packed_rows(a, r_begin, r_end)) return;
+    if (avx2::matmul_rows(a, r_begin, r_end)) return;
+  }
 #endif
   matmul_rows_ref(a, r_begin, r_end);
 }
@@ -115,11 +128,11 @@ void WeightMatrix::pack() {
 }
 
 void WeightMatrix::pack_if_useful() {
-  if (avx512_kernels_available()) pack();
+  if (packed_kernels_available()) pack();
 }
 
 void WeightMatrix::pack_all_if_useful(std::span<WeightMatrix* const> matrices) {
-  if (!avx512_kernels_available()) return;
+  if (!packed_kernels_available()) return;
   auto needs_packing = [](const WeightMatrix* w) { return packable(w->type_) && !w->packed_ && w->rows_ > 0; };
   constexpr size_t kAlign = 64;
   size_t total = 0;

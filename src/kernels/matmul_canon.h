@@ -76,6 +76,8 @@ void matmul_rows_ref(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 namespace avx2 {
 // False when this ISA has no kernel for a.type (the caller then uses matmul_rows_ref).
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
+// The 32-block types over MatmulArgs::packed (x86/matmul_packed_avx2.cpp); false otherwise.
+bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 namespace avx512 {
 // Float weights (F32/F16/BF16) and, given MatmulArgs::packed, the 32-block types

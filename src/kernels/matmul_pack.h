@@ -1,5 +1,6 @@
-// Internal: the repacked layout of 32-block weights read by the AVX-512 kernels
-// (x86/matmul_packed_avx512.cpp). The canonical order (matmul_canon.h) needs, per output row and
+// Internal: the repacked layout of 32-block weights read by the AVX-512 and AMX kernels
+// (x86/matmul_packed_avx512.cpp, x86/matmul_packed_amx.cpp) and, as two halves of 8 rows per
+// 256-bit vector, by the AVX2 kernel (x86/matmul_packed_avx2.cpp). The canonical order (matmul_canon.h) needs, per output row and
 // block, one exact int32 dot; with rows interleaved so that lane r of a 512-bit vector holds 4
 // consecutive weights of row r, one vpdpbusd with a broadcast activation dword advances 16 outputs
 // at once and no horizontal sum is ever needed.

@@ -54,7 +54,7 @@ TEST(Matmul, FastMatchesRefBitForBit) {
         const auto data = random_weights(type, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
         const WeightMatrix w = WeightMatrix::view(type, data.data(), rows, cols);
         WeightMatrix packed = w;
-        packed.pack();  // 32-block types: the packed AVX-512 kernel where the CPU has VNNI
+        packed.pack();  // 32-block types: the packed AVX2 / AVX-512 / AMX kernels
         for (int64_t m : {1, 2, 5, 16, 33}) {
           const auto x = random_x(m * cols, static_cast<uint32_t>(m));
           std::vector<float> ref(static_cast<size_t>(m * rows)), fast(ref.size());
@@ -75,11 +75,12 @@ TEST(Matmul, FastMatchesRefBitForBit) {
   }
 }
 
-// The packed AVX-512 kernel (matmul_pack.h) against the scalar twin and the AVX2 kernel on the GGUF
-// layout, on the shapes that hit its edges: an odd block count (cols 96, 1056), weight rows not a
-// multiple of the 16-row group (a zero-padded last group, masked stores), m not a multiple of the
-// 8-row tile (tails of 1 to 7 rows, one tile each), and row ranges that start and end inside a
-// group (matmul_group splits the fused rows of outputs of 19 and 35 rows across the pool's chunks).
+// The packed kernels (matmul_pack.h: AVX2, AVX-512 VNNI, AMX) against the scalar twin and the
+// AVX2 kernel on the GGUF layout, on the shapes that hit their edges: an odd block count (cols 96,
+// 1056), weight rows not a multiple of the 16-row group (a zero-padded last group, masked stores),
+// m not a multiple of the 8-row (AVX-512) or 4-row (AVX2) tile (tails of 1 to 7 rows, one tile
+// each), and row ranges that start and end inside a group or one of its 8-row halves (matmul_group
+// splits the fused rows of outputs of 19 and 35 rows across the pool's chunks).
 TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
   IsaRestorer restore;
   ThreadPool pool(2);

@@ -1,0 +1,165 @@
+// AVX2 kernel for the 32-block weight types over the packed layout of matmul_pack.h, for CPUs
+// without AVX-512 VNNI (AMD Zen 2/3, Intel client parts, VMs that hide AVX-512).
+//
+// A 16-row group is read as two halves of 8 rows: bytes 32h..32h+31 of each 64-byte qs vector are
+// lane-for-lane the AVX-512 layout's rows 8h..8h+7 (lane r: 4 consecutive weights of row r). With
+// the activation dword q broadcast, vpmaddubsw (u8 x s8 -> pairs summed into s16) then vpmaddwd
+// by ones gives every row's partial dot in its own 32-bit lane, so no horizontal sum is needed,
+// and the canonical float step (matmul_canon.h) advances 8 outputs per fma.
+//
+// Why the 16-bit sums are exact: activations are in [-127, 127], so one vpmaddubsw lane is at most
+// 2 x 15 x 127 = 3810 for 4-bit weights (8 of them summed: 30480 < 32767) and 2 x 31 x 127 = 7874
+// for 5-bit weights (4 of them: 31496). Q8_0's unsigned bytes (weight + 128) would saturate, so
+// they are turned back into signed weights and the sign moved onto the activations
+// (|w| <= 128, one vpmaddubsw lane <= 32512), and each one goes to 32 bits at once.
+//
+// Loop nest: groups of 16 weight rows > halves > tiles of R <= 4 activation rows (y[R] and the
+// block's integer sums in registers) > blocks > the 8 weight vectors of a block.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/matmul_canon.h"
+#include "kernels/matmul_pack.h"
+#include "kernels/quant_blocks.h"
+
+namespace tessera::kernels::avx2 {
+namespace {
+
+constexpr int kTileRows = 4;            // activation rows per tile (16 ymm registers)
+constexpr size_t kPrefetchRecords = 4;  // software prefetch distance of the weight stream
+
+template <DType T>
+using Layout = PackedLayout<T>;
+
+// 32 bits -> 32 bytes, 0x10 where bit i of bits is set (byte i).
+inline __m256i fifth_bits(uint32_t bits) {
+  const __m256i idx = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                        0x0101010101010101, 0x0000000000000000);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), idx);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Weight vector q (0..7) of one half of a record: lane r = the 4 weights of row 8h + r that pair
+// with activation dword q, as unsigned bytes (Q8_0: signed, the +128 of the layout undone).
+template <DType T>
+inline __m256i weights(const uint8_t* rec, int half, int q) {
+  using L = Layout<T>;
+  if constexpr (L::kQ8) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * q + 32 * half));
+    return _mm256_xor_si256(raw, _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    const int v = q & 3;
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * half));
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i w = q < 4 ? _mm256_and_si256(raw, low4) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+    if constexpr (L::kQ5) {
+      uint64_t qh;
+      __builtin_memcpy(&qh, rec + L::kQsBytes + 8 * (2 * v + (q >> 2)), 8);
+      w = _mm256_or_si256(w, fifth_bits(static_cast<uint32_t>(qh >> (32 * half))));
+    }
+    return w;
+  }
+}
+
+// y[i0 + j][8 outputs] for j < R over one half of a group; lanes outside `store` are not written.
+template <DType T, int R>
+void half_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int half, int64_t i0, float* y_out,
+               __m256i store, bool stream) {
+  using L = Layout<T>;
+  // 16-bit partial sums of this many weight vectors stay exact (see the top of the file).
+  constexpr int kRun = L::kQ8 ? 1 : L::kQ5 ? 4 : 8;
+  const size_t record = packed_record_bytes(T);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 y[R];
+  for (int j = 0; j < R; ++j) y[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = group + static_cast<size_t>(b) * record;
+    // The first pass over a group streams its records from memory (the weights are read once per
+    // call); later passes (the other half, more tiles) re-read them from L1.
+    if (stream) {
+      for (size_t line = 0; line < record; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * record + line), _MM_HINT_T0);
+      }
+    }
+    __m256i isum[R];
+    for (int j = 0; j < R; ++j) isum[j] = _mm256_setzero_si256();
+    for (int q0 = 0; q0 < 8; q0 += kRun) {
+      __m256i run[R];
+      for (int j = 0; j < R; ++j) run[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int q = q0; q < q0 + kRun; ++q) {
+        const __m256i w = weights<T>(rec, half, q);
+        const __m256i wu = L::kQ8 ? _mm256_sign_epi8(w, w) : w;  // |w| for Q8_0
+        for (int j = 0; j < R; ++j) {
+          int32_t x4;
+          __builtin_memcpy(&x4, a.xq + (i0 + j) * a.cols + b * kQk + 4 * q, 4);
+          __m256i x = _mm256_set1_epi32(x4);
+          if constexpr (L::kQ8) x = _mm256_sign_epi8(x, w);
+          run[j] = _mm256_add_epi16(run[j], _mm256_maddubs_epi16(wu, x));
+          // Keeps the chain a chain: GCC otherwise reassociates the integer adds into a tree that
+          // holds all 8 x R products at once and spills them to the stack.
+          asm("" : "+x"(run[j]));
+        }
+      }
+      for (int j = 0; j < R; ++j) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(run[j], ones16));
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScaleAt + 16 * half)));
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (L::kMin) {
+      mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScaleAt + 32 + 16 * half)));
+    }
+    for (int j = 0; j < R; ++j) {
+      const int64_t blk = (i0 + j) * nb + b;
+      // Q8_0 already has its signed dot; Q4_0 and Q5_0 take their offset back off as an integer.
+      if constexpr (L::kOffset != 0 && !L::kQ8) {
+        isum[j] = _mm256_sub_epi32(isum[j], _mm256_set1_epi32(L::kOffset * a.xsum[blk]));
+      }
+      y[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[blk])), y[j]);
+      if constexpr (L::kMin) y[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.xs[blk]), y[j]);
+    }
+  }
+  for (int j = 0; j < R; ++j) _mm256_maskstore_ps(y_out + (i0 + j) * a.rows, store, y[j]);
+}
+
+template <DType T>
+void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
+  const int64_t nb = a.cols / kQk;
+  const size_t group_bytes = static_cast<size_t>(nb) * packed_record_bytes(T);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
+    const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
+    bool stream = true;
+    for (int half = 0; half < 2; ++half) {
+      const int64_t first = g * kPackRows + 8 * half;  // the weight row of lane 0
+      const int64_t lo = std::max<int64_t>(r_begin - first, 0), hi = std::min<int64_t>(r_end - first, 8);
+      if (lo >= hi) continue;
+      // Lanes [lo, hi) are this call's rows: all bits set there (maskstore reads the sign bit).
+      const __m256i store = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane),
+                                             _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
+      float* y_out = a.y + first;
+      int64_t i0 = 0;
+      for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false) {
+        half_tile<T, kTileRows>(a, group, nb, half, i0, y_out, store, stream);
+      }
+      switch (a.m - i0) {  // the tail in one tile of exactly its rows
+        case 3: half_tile<T, 3>(a, group, nb, half, i0, y_out, store, stream); break;
+        case 2: half_tile<T, 2>(a, group, nb, half, i0, y_out, store, stream); break;
+        case 1: half_tile<T, 1>(a, group, nb, half, i0, y_out, store, stream); break;
+        default: break;
+      }
+      stream = false;
+    }
+  }
+}
+
+}  // namespace
+
+bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
+  return a.packed != nullptr &&
+         with_packed_type(a.type, [&](auto t) { packed<decltype(t)::value>(a, r_begin, r_end); });
+}
+
+}  // namespace tessera::kernels::avx2
