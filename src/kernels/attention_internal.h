@@ -187,6 +187,10 @@ const TileKernels& tile_kernels_ref();
 // nullptr when the build has no such file (TESSERA_FORCE_SCALAR) or head_dim is unsupported.
 const TileKernels* tile_kernels_avx2(int32_t head_dim);
 const TileKernels* tile_kernels_avx512(int32_t head_dim);
+// The AVX2 TileKernels::tile (x86/attention_direct_avx2.cpp).
+void tile_direct_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
+                      PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,
+                      int32_t group, float scale, float* s, float* states, int32_t stride);
 // The AVX-512 TileKernels::tile (x86/attention_direct_avx512.cpp).
 void tile_direct_avx512(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
                         PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,

@@ -107,24 +107,32 @@ TEST(PagedAttentionInvariance, RowBitsIndependentOfChunkingBatchAndThreads) {
 namespace tessera::kernels {
 namespace {
 
-// The AVX-512 fused tile (block sizes that are multiples of 16: K and V read straight from the
-// cache) against the three-step tiles (block size 8: load_tile copies the tile to f32 first):
-// tiles are cut at absolute positions whatever the block size, so the same rows must come out
-// bit for bit the same, for prefill chunks, decode and speculative chunks, with every KV dtype.
+// The fused tiles of AVX2 and AVX-512 (block sizes that are multiples of 16: K and V read
+// straight from the cache) against the three-step tiles of the same ISA (block size 8: load_tile
+// copies the tile to f32 first): tiles are cut at absolute positions whatever the block size, so
+// the same rows must come out bit for bit the same, for prefill chunks, decode and speculative
+// chunks, with every KV dtype (and on AVX2 at a head size that is not a multiple of 16).
 TEST(PagedAttentionInvariance, FusedTileBitsEqualThreeStepTiles) {
-  if (detected_isa_level() < IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512";
-  set_isa_level(IsaLevel::kAvx512);
+  if (detected_isa_level() < IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2";
   const int32_t len = 300;
   std::vector<std::vector<Chunk>> steps{{{0, 0, 130}}, {{0, 130, 5}}, {{0, 135, 1}}, {{0, 136, 164}}};
-  for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kQ8}) {
-    for (int32_t fused_block : {16, 32}) {
-      SCOPED_TRACE(::testing::Message() << "dtype=" << static_cast<int>(dtype) << " block=" << fused_block);
-      PagedFixture three_step(9, 3, 64, 8, dtype, {len, 40});
-      PagedFixture fused(9, 3, 64, fused_block, dtype, {len, 40});
-      const std::vector<float> a = run_schedule(three_step, steps, AttnPath::kFlash, 2, 0.17f);
-      const std::vector<float> b = run_schedule(fused, steps, AttnPath::kFlash, 2, 0.17f);
-      ASSERT_EQ(a.size(), size_t(len) * three_step.row_q());
-      EXPECT_TRUE(same_bits(a, b));
+  for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {
+    if (detected_isa_level() < level) continue;
+    set_isa_level(level);
+    for (int32_t head_dim : {64, 40}) {
+      if (level == IsaLevel::kAvx512 && head_dim != 64) continue;  // 40: the AVX2 tiles' 8-wide tail
+      for (KvDType dtype : {KvDType::kF32, KvDType::kF16, KvDType::kQ8}) {
+        for (int32_t fused_block : {16, 32}) {
+          SCOPED_TRACE(::testing::Message() << isa_name(level) << " head_dim=" << head_dim
+                                            << " dtype=" << static_cast<int>(dtype) << " block=" << fused_block);
+          PagedFixture three_step(9, 3, head_dim, 8, dtype, {len, 40});
+          PagedFixture fused(9, 3, head_dim, fused_block, dtype, {len, 40});
+          const std::vector<float> a = run_schedule(three_step, steps, AttnPath::kFlash, 2, 0.17f);
+          const std::vector<float> b = run_schedule(fused, steps, AttnPath::kFlash, 2, 0.17f);
+          ASSERT_EQ(a.size(), size_t(len) * three_step.row_q());
+          EXPECT_TRUE(same_bits(a, b));
+        }
+      }
     }
   }
   set_isa_level(detected_isa_level());

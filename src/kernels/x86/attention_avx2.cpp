@@ -9,34 +9,13 @@
 #include <limits>
 
 #include "kernels/attention_internal.h"
+#include "kernels/x86/attention_avx2_math.h"
 
 namespace tessera::kernels::attn_detail {
 namespace {
 
-// e^x for x <= 0 (inputs below -87 give ~1e-38 instead of 0; callers mask unused lanes).
-inline __m256 exp256(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-// All-ones in the first clamp(count, 0, 8) lanes.
-inline __m256 lanes_below(int32_t count) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), idx));
-}
+using avx2::lanes_below;
+using avx2::softmax_weights;
 
 // 8 int8 -> float(q) * d (the reference's one rounding).
 inline __m256 dequant8(const int8_t* q, __m256 d) {
@@ -161,20 +140,6 @@ void scores_avx2(const float* const* q_rows, int32_t num_rows, const float* kt, 
   }
 }
 
-inline float hmax(__m256 v) {
-  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_max_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
-
-inline float hsum(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
-
 // acc[d0 .. d0 + 8*NV) = acc * alpha + sum_j p_j v_j[...], even and odd keys in two chains.
 template <int NV>
 inline void accumulate(const float* p, int32_t n, const float* const* v_rows, int32_t d0,
@@ -202,28 +167,8 @@ inline void accumulate(const float* p, int32_t n, const float* const* v_rows, in
 
 void update_avx2(const float* s, int32_t n, const float* const* v_rows, int32_t head_dim,
                  float* state) {
-  float& m = state[head_dim];
-  float& l = state[head_dim + 1];
-  const int32_t num_chunks = (n + 7) / 8;
-  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 vmax = neg_inf;
-  for (int32_t c = 0; c < num_chunks; ++c) {
-    const __m256 mask = lanes_below(n - 8 * c);
-    vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s + 8 * c), mask));
-  }
-  const float m_new = std::max(m, hmax(vmax));
-  const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
   alignas(32) float p[kTileKeys];
-  __m256 vsum = _mm256_setzero_ps();
-  const __m256 vm = _mm256_set1_ps(m_new);
-  for (int32_t c = 0; c < num_chunks; ++c) {
-    const __m256 mask = lanes_below(n - 8 * c);
-    const __m256 e = _mm256_and_ps(mask, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * c), vm)));
-    _mm256_store_ps(p + 8 * c, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  l = l * alpha + hsum(vsum);
-  m = m_new;
+  const float alpha = softmax_weights(s, n, head_dim, state, p);
   const __m256 valpha = _mm256_set1_ps(alpha);
   int32_t d0 = 0;
   for (; d0 + 32 <= head_dim; d0 += 32) accumulate<4>(p, n, v_rows, d0, valpha, state);
@@ -235,7 +180,7 @@ void update_avx2(const float* s, int32_t n, const float* const* v_rows, int32_t 
   }
 }
 
-const TileKernels kAvx2 = {load_tile_avx2, scores_avx2, update_avx2};
+const TileKernels kAvx2 = {load_tile_avx2, scores_avx2, update_avx2, tile_direct_avx2};
 
 }  // namespace
 
