@@ -13,8 +13,9 @@
 // they are turned back into signed weights and the sign moved onto the activations
 // (|w| <= 128, one vpmaddubsw lane <= 32512), and each one goes to 32 bits at once.
 //
-// Loop nest: groups of 16 weight rows > halves > tiles of R <= 4 activation rows (y[R] and the
-// block's integer sums in registers) > blocks > the 8 weight vectors of a block.
+// Loop nest: groups of 16 weight rows > tiles of R <= 4 activation rows > blocks > the 8 weight
+// vectors of a block, both halves at once (each broadcast activation dword serves 16 outputs;
+// against one half per pass: +10-15% at m = 16, +15-20% at m = 1, bench_matmul on an AMD EPYC).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,7 +27,7 @@
 namespace tessera::kernels::avx2 {
 namespace {
 
-constexpr int kTileRows = 4;            // activation rows per tile (16 ymm registers)
+constexpr int kTileRows = 4;            // activation rows per tile
 constexpr size_t kPrefetchRecords = 4;  // software prefetch distance of the weight stream
 
 template <DType T>
@@ -64,64 +65,73 @@ inline __m256i weights(const uint8_t* rec, int half, int q) {
   }
 }
 
-// y[i0 + j][8 outputs] for j < R over one half of a group; lanes outside `store` are not written.
+// y[i0 + j][16 outputs of the group] for j < R; lanes outside store[h] (half h) are not written.
 template <DType T, int R>
-void half_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int half, int64_t i0, float* y_out,
-               __m256i store, bool stream) {
+void group_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int64_t i0, float* y_out,
+                const __m256i store[2], bool stream) {
   using L = Layout<T>;
   // 16-bit partial sums of this many weight vectors stay exact (see the top of the file).
   constexpr int kRun = L::kQ8 ? 1 : L::kQ5 ? 4 : 8;
   const size_t record = packed_record_bytes(T);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 y[R];
-  for (int j = 0; j < R; ++j) y[j] = _mm256_setzero_ps();
+  __m256 y[2][R];
+  for (int j = 0; j < R; ++j) y[0][j] = y[1][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = group + static_cast<size_t>(b) * record;
-    // The first pass over a group streams its records from memory (the weights are read once per
-    // call); later passes (the other half, more tiles) re-read them from L1.
+    // The first tile of a group streams its records from memory (the weights are read once per
+    // call); later tiles re-read them from L1.
     if (stream) {
       for (size_t line = 0; line < record; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * record + line), _MM_HINT_T0);
       }
     }
-    __m256i isum[R];
-    for (int j = 0; j < R; ++j) isum[j] = _mm256_setzero_si256();
+    __m256i isum[2][R];
+    for (int j = 0; j < R; ++j) isum[0][j] = isum[1][j] = _mm256_setzero_si256();
     for (int q0 = 0; q0 < 8; q0 += kRun) {
-      __m256i run[R];
-      for (int j = 0; j < R; ++j) run[j] = _mm256_setzero_si256();
+      __m256i run[2][R];
+      for (int j = 0; j < R; ++j) run[0][j] = run[1][j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int q = q0; q < q0 + kRun; ++q) {
-        const __m256i w = weights<T>(rec, half, q);
-        const __m256i wu = L::kQ8 ? _mm256_sign_epi8(w, w) : w;  // |w| for Q8_0
+        const __m256i w0 = weights<T>(rec, 0, q), w1 = weights<T>(rec, 1, q);
+        const __m256i wu0 = L::kQ8 ? _mm256_sign_epi8(w0, w0) : w0;
+        const __m256i wu1 = L::kQ8 ? _mm256_sign_epi8(w1, w1) : w1;
         for (int j = 0; j < R; ++j) {
           int32_t x4;
           __builtin_memcpy(&x4, a.xq + (i0 + j) * a.cols + b * kQk + 4 * q, 4);
-          __m256i x = _mm256_set1_epi32(x4);
-          if constexpr (L::kQ8) x = _mm256_sign_epi8(x, w);
-          run[j] = _mm256_add_epi16(run[j], _mm256_maddubs_epi16(wu, x));
-          // Keeps the chain a chain: GCC otherwise reassociates the integer adds into a tree that
-          // holds all 8 x R products at once and spills them to the stack.
-          asm("" : "+x"(run[j]));
+          const __m256i x = _mm256_set1_epi32(x4);
+          const __m256i x0 = L::kQ8 ? _mm256_sign_epi8(x, w0) : x;
+          const __m256i x1 = L::kQ8 ? _mm256_sign_epi8(x, w1) : x;
+          run[0][j] = _mm256_add_epi16(run[0][j], _mm256_maddubs_epi16(wu0, x0));
+          run[1][j] = _mm256_add_epi16(run[1][j], _mm256_maddubs_epi16(wu1, x1));
+          // Keeps the chains chains: GCC otherwise reassociates the integer adds into a tree that
+          // holds all the products at once and spills them to the stack.
+          asm("" : "+x"(run[0][j]), "+x"(run[1][j]));
         }
       }
-      for (int j = 0; j < R; ++j) isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(run[j], ones16));
-    }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScaleAt + 16 * half)));
-    __m256 mw = _mm256_setzero_ps();
-    if constexpr (L::kMin) {
-      mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScaleAt + 32 + 16 * half)));
-    }
-    for (int j = 0; j < R; ++j) {
-      const int64_t blk = (i0 + j) * nb + b;
-      // Q8_0 already has its signed dot; Q4_0 and Q5_0 take their offset back off as an integer.
-      if constexpr (L::kOffset != 0 && !L::kQ8) {
-        isum[j] = _mm256_sub_epi32(isum[j], _mm256_set1_epi32(L::kOffset * a.xsum[blk]));
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < R; ++j) isum[h][j] = _mm256_add_epi32(isum[h][j], _mm256_madd_epi16(run[h][j], ones16));
       }
-      y[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[blk])), y[j]);
-      if constexpr (L::kMin) y[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.xs[blk]), y[j]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScaleAt + 16 * h)));
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (L::kMin) {
+        mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScaleAt + 32 + 16 * h)));
+      }
+      for (int j = 0; j < R; ++j) {
+        const int64_t blk = (i0 + j) * nb + b;
+        // Q8_0 already has its signed dot; Q4_0 and Q5_0 take their offset back off as an integer.
+        if constexpr (L::kOffset != 0 && !L::kQ8) {
+          isum[h][j] = _mm256_sub_epi32(isum[h][j], _mm256_set1_epi32(L::kOffset * a.xsum[blk]));
+        }
+        y[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h][j]), _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[blk])), y[h][j]);
+        if constexpr (L::kMin) y[h][j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.xs[blk]), y[h][j]);
+      }
     }
   }
-  for (int j = 0; j < R; ++j) _mm256_maskstore_ps(y_out + (i0 + j) * a.rows, store, y[j]);
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < R; ++j) _mm256_maskstore_ps(y_out + 8 * h + (i0 + j) * a.rows, store[h], y[h][j]);
+  }
 }
 
 template <DType T>
@@ -131,26 +141,25 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
     const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
-    bool stream = true;
+    __m256i store[2];
     for (int half = 0; half < 2; ++half) {
+      // Lanes [lo, hi) of half h are this call's rows: all bits set there (maskstore reads the sign).
       const int64_t first = g * kPackRows + 8 * half;  // the weight row of lane 0
       const int64_t lo = std::max<int64_t>(r_begin - first, 0), hi = std::min<int64_t>(r_end - first, 8);
-      if (lo >= hi) continue;
-      // Lanes [lo, hi) are this call's rows: all bits set there (maskstore reads the sign bit).
-      const __m256i store = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane),
-                                             _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
-      float* y_out = a.y + first;
-      int64_t i0 = 0;
-      for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false) {
-        half_tile<T, kTileRows>(a, group, nb, half, i0, y_out, store, stream);
-      }
-      switch (a.m - i0) {  // the tail in one tile of exactly its rows
-        case 3: half_tile<T, 3>(a, group, nb, half, i0, y_out, store, stream); break;
-        case 2: half_tile<T, 2>(a, group, nb, half, i0, y_out, store, stream); break;
-        case 1: half_tile<T, 1>(a, group, nb, half, i0, y_out, store, stream); break;
-        default: break;
-      }
-      stream = false;
+      store[half] = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane),
+                                     _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
+    }
+    float* y_out = a.y + g * kPackRows;
+    int64_t i0 = 0;
+    bool stream = true;
+    for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false) {
+      group_tile<T, kTileRows>(a, group, nb, i0, y_out, store, stream);
+    }
+    switch (a.m - i0) {  // the tail in one tile of exactly its rows
+      case 3: group_tile<T, 3>(a, group, nb, i0, y_out, store, stream); break;
+      case 2: group_tile<T, 2>(a, group, nb, i0, y_out, store, stream); break;
+      case 1: group_tile<T, 1>(a, group, nb, i0, y_out, store, stream); break;
+      default: break;
     }
   }
 }
