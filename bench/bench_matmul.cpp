@@ -1,10 +1,10 @@
 // bench_matmul: GB/s of matmul (m = 1, the decode case) on SmolLM2-135M's shapes, per weight type
 // and ISA level, plus m = 16 GOP/s (batched decode / prefill). Compare the GB/s with
 // probe_bandwidth: m = 1 matmul is a read of the weights, so that is its speed of light.
-// Weights are packed where the CPU runs the packed AVX-512 kernel (as the model loader does).
+// Weights are packed where the CPU runs a packed kernel (as the model loader does).
 // Then, at the detected ISA, GOP/s for m >= 1 of the AVX2 kernel on the GGUF layout ("gguf",
-// set_matmul_packed_enabled(false)), the VNNI kernel on the packed layout ("vnni") and the AMX-INT8
-// one ("amx", where usable), interleaved round by round: median GOP/s of each and the per-round
+// set_matmul_packed_enabled(false)), the ISA's kernel on the packed layout ("packed": AVX-512 VNNI,
+// or AVX2 on CPUs without AVX-512) and the AMX-INT8 one ("amx", where usable), interleaved round by round: median GOP/s of each and the per-round
 // ratios as median (min-max). With 1 thread that table times CPU seconds of the calling thread
 // instead of wall time.
 // Usage: bench_matmul [threads=all] [seconds per case=0.3] [types=Q4_1,Q8_0,...] [m=8,16,128,512]
@@ -107,17 +107,17 @@ std::vector<std::string> split(const std::string& list) {
 }
 
 // The layout/kernel table, interleaved rounds: the AVX2 kernel on the GGUF layout ("gguf"), the
-// VNNI kernel on the packed layout ("vnni") and, where usable and m >= kAmxMinRows, the AMX-INT8
-// tiles on the packed layout ("amx"). Ratios are per round against vnni.
+// ISA's kernel on the packed layout ("packed") and, where usable and m >= kAmxMinRows, the
+// AMX-INT8 tiles on the packed layout ("amx"). Ratios are per round against packed.
 void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms, int rounds,
                 double seconds, ThreadPool& pool) {
   // One thread: GOP per second of CPU time (robust to a loaded machine); more: wall time.
   const bool cpu_time = pool.num_threads() == 1;
   auto timed = cpu_time ? time_call_cpu : time_call;
-  fmt::print("\nat {}: GOP/s ({}) by kernel, {} interleaved rounds; ratios median (min-max) against vnni\n",
+  fmt::print("\nat {}: GOP/s ({}) by kernel, {} interleaved rounds; ratios median (min-max) against packed\n",
              isa_name(detected_isa_level()), cpu_time ? "per CPU second" : "wall", rounds);
-  fmt::print("{:<6} {:<11} {:>5} {:>9} {:>9} {:>9} {:>22} {:>22}\n", "type", "shape", "m", "gguf", "vnni",
-             "amx", "vnni/gguf", "amx/vnni");
+  fmt::print("{:<6} {:<11} {:>5} {:>9} {:>9} {:>9} {:>22} {:>22}\n", "type", "shape", "m", "gguf", "packed",
+             "amx", "packed/gguf", "amx/packed");
   auto ratio_text = [](const std::vector<double>& r) {
     if (r.empty()) return std::string("n/a");
     return fmt::format("{:.2f}x ({:.2f}-{:.2f})", median(r), *std::min_element(r.begin(), r.end()),
@@ -137,27 +137,27 @@ void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms,
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
         const double ops = 2.0 * static_cast<double>(m * s.rows * s.cols);
         const bool with_amx = kernels::matmul_amx_available() && m >= kernels::kAmxMinRows;
-        std::vector<double> gguf_gops, vnni_gops, amx_gops, vnni_over_gguf, amx_over_vnni;
+        std::vector<double> gguf_gops, packed_gops, amx_gops, packed_over_gguf, amx_over_packed;
         for (int round = 0; round < rounds; ++round) {
           kernels::set_matmul_packed_enabled(false);
           const double t_gguf = timed(w, x, m, y, pool, seconds);
           kernels::set_matmul_packed_enabled(true);
           kernels::set_matmul_amx_enabled(false);
-          const double t_vnni = timed(w, x, m, y, pool, seconds);
+          const double t_packed = timed(w, x, m, y, pool, seconds);
           kernels::set_matmul_amx_enabled(true);
           gguf_gops.push_back(ops / t_gguf / 1e9);
-          vnni_gops.push_back(ops / t_vnni / 1e9);
-          vnni_over_gguf.push_back(t_gguf / t_vnni);
+          packed_gops.push_back(ops / t_packed / 1e9);
+          packed_over_gguf.push_back(t_gguf / t_packed);
           if (with_amx) {
             const double t_amx = timed(w, x, m, y, pool, seconds);
             amx_gops.push_back(ops / t_amx / 1e9);
-            amx_over_vnni.push_back(t_vnni / t_amx);
+            amx_over_packed.push_back(t_packed / t_amx);
           }
         }
         fmt::print("{:<6} {:<11} {:>5} {:>9.1f} {:>9.1f} {:>9} {:>22} {:>22}\n", dtype_name(type), s.name, m,
-                   median(gguf_gops), median(vnni_gops),
+                   median(gguf_gops), median(packed_gops),
                    amx_gops.empty() ? std::string("n/a") : fmt::format("{:.1f}", median(amx_gops)),
-                   ratio_text(vnni_over_gguf), ratio_text(amx_over_vnni));
+                   ratio_text(packed_over_gguf), ratio_text(amx_over_packed));
       }
     }
   }
