@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "kernels/attention.h"
+#include "kernels/x86/avx2_helpers.h"
 
 namespace tessera::kernels::attn_detail::avx2 {
 
@@ -39,19 +40,6 @@ inline __m256 lanes_below(int32_t count) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), idx));
 }
 
-inline float hmax(__m256 v) {
-  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_max_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
-
-inline float hsum(__m256 v) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
 
 // The online-softmax step of one row before its values are read: with the row's first n scores s
 // (n >= 1; s is read in whole chunks of 8), sets m' = max(m, max s), p[j] = e^(s_j - m') (0 past
@@ -67,7 +55,7 @@ inline float softmax_weights(const float* s, int32_t n, int32_t head_dim, float*
     const __m256 mask = lanes_below(n - 8 * c);
     vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s + 8 * c), mask));
   }
-  const float m_new = std::max(m, hmax(vmax));
+  const float m_new = std::max(m, kernels::avx2::hmax(vmax));
   const float alpha = m == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m - m_new);
   __m256 vsum = _mm256_setzero_ps();
   const __m256 vm = _mm256_set1_ps(m_new);
@@ -77,7 +65,7 @@ inline float softmax_weights(const float* s, int32_t n, int32_t head_dim, float*
     _mm256_storeu_ps(p + 8 * c, e);
     vsum = _mm256_add_ps(vsum, e);
   }
-  l = l * alpha + hsum(vsum);
+  l = l * alpha + kernels::avx2::hsum(vsum);
   m = m_new;
   return alpha;
 }

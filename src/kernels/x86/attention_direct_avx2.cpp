@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "kernels/attention_internal.h"
+#include "kernels/x86/attention_direct_driver.h"
 #include "kernels/x86/attention_avx2_math.h"
 
 namespace tessera::kernels::attn_detail {
@@ -54,15 +55,7 @@ void locate(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t k
       ts.k_scale[c] = _mm256_maskload_ps(kv.k_scale + scale_offset(kv, block, in_block, kv_head), mask);
     }
   }
-  const int64_t elem = kv_element_bytes(kv.dtype);
-  KeyCursor cur(kv, blocks, kv_head, key_begin);
-  for (int32_t j = 0; j < n; ++j) {
-    if (j > 0) cur.next();
-    ts.v_row[j] = static_cast<const char*>(kv.v) + cur.offset() * elem;
-    // A V row's scale index is its element offset / head_dim (scale_offset and v_offset share
-    // the [block][kv_head][slot] order).
-    if constexpr (DT == KvDType::kQ8) ts.v_scale[j] = kv.v_scale[cur.offset() / kv.head_dim];
-  }
+  locate_v_rows<DT>(kv, blocks, kv_head, key_begin, n, ts.v_row, ts.v_scale);
 }
 
 // Dimension d of the 8 keys of chunk c, as load_tile_avx2 writes them into kt (for keys < n).
@@ -121,10 +114,11 @@ template <int R>
 constexpr int kMaxChunksPerPass = R <= 3 ? 4 : 2;
 
 template <KvDType DT, int R>
-void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* q_rows, __m256 vscale, float* s,
+void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* q_rows, float scale, float* s,
                    PrefetchStream& pf, int32_t every) {
   constexpr int kMax = kMaxChunksPerPass<R>;
   static_assert(kMax == 2 || kMax == 4);
+  const __m256 vscale = _mm256_set1_ps(scale);
   const int num_chunks = (ts.n + 7) / 8;
   for (int c0 = 0; c0 < num_chunks; c0 += kMax) {
     switch (std::min(kMax, num_chunks - c0)) {
@@ -173,62 +167,13 @@ void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head
   }
 }
 
-template <KvDType DT>
-void tile_direct(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
-                 PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0, int32_t group,
-                 float scale, float* s, float* states, int32_t stride) {
-  TileSource ts;
-  locate<DT>(kv, blocks, kv_head, key_begin, n, ts);
-  PrefetchStream none;
-  PrefetchStream& pf = next != nullptr ? *next : none;
-  const int32_t every = std::max(1, kv.head_dim / std::max(1, (pf.total_lines() + 3) / 4));
-  const __m256 vscale = _mm256_set1_ps(scale);
-  int32_t r = 0;
-  for (; r + 4 <= num_rows; r += 4) {
-    scores_direct<DT, 4>(kv, ts, q_rows + r, vscale, s + int64_t{r} * kTileKeys, pf, every);
-  }
-  float* tail = s + int64_t{r} * kTileKeys;
-  switch (num_rows - r) {  // the GQA group of 3 (SmolLM2) decodes as one 3-row pass
-    case 3: scores_direct<DT, 3>(kv, ts, q_rows + r, vscale, tail, pf, every); break;
-    case 2: scores_direct<DT, 2>(kv, ts, q_rows + r, vscale, tail, pf, every); break;
-    case 1: scores_direct<DT, 1>(kv, ts, q_rows + r, vscale, tail, pf, every); break;
-    default: break;
-  }
-  pf.issue_rest();  // what the d loop left (more regions than dimensions)
-  // Updates in runs of up to 4 adjacent rows that take the same number of keys.
-  auto keys_of = [&](int32_t row) { return std::min(n, pos0 + row / group + 1 - key_begin); };
-  for (r = 0; r < num_rows;) {
-    const int32_t keys = keys_of(r);
-    int32_t len = 1;
-    while (len < 4 && r + len < num_rows && keys_of(r + len) == keys) ++len;
-    const float* sr = s + int64_t{r} * kTileKeys;
-    float* st = states + int64_t{r} * stride;
-    switch (len) {
-      case 4: update_direct<DT, 4>(ts, keys, sr, kv.head_dim, st, stride); break;
-      case 3: update_direct<DT, 3>(ts, keys, sr, kv.head_dim, st, stride); break;
-      case 2: update_direct<DT, 2>(ts, keys, sr, kv.head_dim, st, stride); break;
-      default: update_direct<DT, 1>(ts, keys, sr, kv.head_dim, st, stride); break;
-    }
-    r += len;
-  }
-}
-
 }  // namespace
 
 void tile_direct_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
                       PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,
                       int32_t group, float scale, float* s, float* states, int32_t stride) {
-  switch (kv.dtype) {
-    case KvDType::kF32:
-      return tile_direct<KvDType::kF32>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
-                                        scale, s, states, stride);
-    case KvDType::kF16:
-      return tile_direct<KvDType::kF16>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
-                                        scale, s, states, stride);
-    case KvDType::kQ8:
-      return tile_direct<KvDType::kQ8>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
-                                       scale, s, states, stride);
-  }
+  run_direct_tile_any_dtype<TileSource>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group, scale, s,
+                                 states, stride);
 }
 
 }  // namespace tessera::kernels::attn_detail

@@ -11,6 +11,7 @@
 
 #include "kernels/matmul_canon.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/avx2_helpers.h"
 #include "kernels/x86/matmul_kquant_avx2.h"
 
 namespace tessera::kernels::avx2 {
@@ -34,16 +35,6 @@ constexpr bool signed_weights(DType t) {
 inline __m256i nibbles(const uint8_t* qs) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
-}
-
-// 32 bits -> 32 bytes, 0x10 where the bit is set.
-inline __m256i fifth_bits(uint32_t qh) {
-  const __m256i idx = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                        0x0101010101010101, 0x0000000000000000);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), idx);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
 template <DType T>

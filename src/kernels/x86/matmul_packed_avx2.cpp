@@ -23,6 +23,7 @@
 #include "kernels/matmul_canon.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/avx2_helpers.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
@@ -32,16 +33,6 @@ constexpr size_t kPrefetchRecords = 4;  // software prefetch distance of the wei
 
 template <DType T>
 using Layout = PackedLayout<T>;
-
-// 32 bits -> 32 bytes, 0x10 where bit i of bits is set (byte i).
-inline __m256i fifth_bits(uint32_t bits) {
-  const __m256i idx = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                        0x0101010101010101, 0x0000000000000000);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), idx);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
-  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
 
 // Weight vector q (0..7) of one half of a record: lane r = the 4 weights of row 8h + r that pair
 // with activation dword q, as unsigned bytes (Q8_0: signed, the +128 of the layout undone).
