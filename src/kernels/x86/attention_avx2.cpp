@@ -5,8 +5,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "kernels/attention_internal.h"
 #include "kernels/x86/attention_avx2_math.h"
@@ -14,7 +12,6 @@
 namespace tessera::kernels::attn_detail {
 namespace {
 
-using avx2::lanes_below;
 using avx2::softmax_weights;
 
 // 8 int8 -> float(q) * d (the reference's one rounding).
