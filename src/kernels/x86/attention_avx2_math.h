@@ -40,7 +40,6 @@ inline __m256 lanes_below(int32_t count) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), idx));
 }
 
-
 // The online-softmax step of one row before its values are read: with the row's first n scores s
 // (n >= 1; s is read in whole chunks of 8), sets m' = max(m, max s), p[j] = e^(s_j - m') (0 past
 // n, up to the next 8), l = l * alpha + sum p and returns alpha = e^(m - m') (0 for a fresh row).

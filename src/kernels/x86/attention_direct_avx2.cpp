@@ -172,8 +172,8 @@ void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head
 void tile_direct_avx2(const KvLayer& kv, const int32_t* blocks, int32_t kv_head, int32_t key_begin, int32_t n,
                       PrefetchStream* next, const float* const* q_rows, int32_t num_rows, int32_t pos0,
                       int32_t group, float scale, float* s, float* states, int32_t stride) {
-  run_direct_tile_any_dtype<TileSource>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group, scale, s,
-                                 states, stride);
+  run_direct_tile_any_dtype<TileSource>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0, group,
+                                        scale, s, states, stride);
 }
 
 }  // namespace tessera::kernels::attn_detail

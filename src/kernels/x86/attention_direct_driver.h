@@ -80,13 +80,13 @@ void run_direct_tile_any_dtype(const KvLayer& kv, const int32_t* blocks, int32_t
   switch (kv.dtype) {
     case KvDType::kF32:
       return run_direct_tile<TileSource, KvDType::kF32>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0,
-                                                 group, scale, s, states, stride);
+                                                        group, scale, s, states, stride);
     case KvDType::kF16:
       return run_direct_tile<TileSource, KvDType::kF16>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0,
-                                                 group, scale, s, states, stride);
+                                                        group, scale, s, states, stride);
     case KvDType::kQ8:
       return run_direct_tile<TileSource, KvDType::kQ8>(kv, blocks, kv_head, key_begin, n, next, q_rows, num_rows, pos0,
-                                                group, scale, s, states, stride);
+                                                       group, scale, s, states, stride);
   }
 }
 
