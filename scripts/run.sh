@@ -3,7 +3,8 @@
 #   scripts/run.sh [tessera run flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh release >/dev/null
+# Only the binary: the tests and benchmarks are built by scripts/test.sh.
+TESSERA_BUILD_TARGETS=tessera scripts/setup.sh release >/dev/null
 if [ $# -eq 0 ]; then
   exec build/release/src/cli/tessera run
 fi

