@@ -3,7 +3,7 @@
 
 Runs the same FastAPI app as `python3 -m llama_cpp.server`, with two changes this VM needs:
   * every model is loaded with use_extra_bufts = False: llama.cpp's AMX/extra-buffer weight
-    repacking segfaults inside llama_decode here (see bench/README.md, B4);
+    repacking segfaults inside llama_decode here (see bench/LOG.md, B4);
   * interrupt_requests = False: by default the app aborts a streaming completion as soon as another
     request arrives, which would turn a load test into a cancellation test;
   * `min_tokens` blocks every end-of-generation token of the vocab, not only EOS: the app's

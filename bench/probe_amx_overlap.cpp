@@ -8,7 +8,7 @@
 //   store   one tilestored of a 16 x 64 B C tile
 //   float   the float step of one block (16 rows, Q4_1 form) from an int32 buffer
 // If the units overlapped, "dots + store + float" would take max(dots + store, float); on the
-// machines measured it takes more than their sum (bench/README.md, B4).
+// machines measured it takes more than their sum (bench/LOG.md, B4).
 // Usage: probe_amx_overlap [blocks=5000000]
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -5,7 +5,7 @@
 // and the K/V bytes it read per second. --same points every sequence and layer at one layer's
 // blocks (the K/V then stays in L2: the compute-only time). --gap-us N spins N us (touching no
 // memory) before each layer, as a decode step's matmuls would, and leaves the gaps out of the time:
-// it shows how long the K/V survives in the shared L3 between two reads (bench/README.md, B4).
+// it shows how long the K/V survives in the shared L3 between two reads (bench/LOG.md, B4).
 // Usage: probe_batched_attention [--seqs 16] [--ctx 192] [--threads 2] [--kv-dtype f16|q8] [--same]
 //                                [--gap-us 0]
 #include <algorithm>

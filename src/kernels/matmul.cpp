@@ -243,7 +243,7 @@ int64_t inline_bytes() {
 // (stores of two threads stay on separate cache lines), and a thread that finishes its range
 // first takes groups from the back of the other's (ThreadPool::for_ranges): each thread streams
 // one contiguous run of weights (eight chunks per thread handed out as threads came cost SmolLM2
-// 12-15% of a decode step: bench/README.md), and neither waits long for the other. Which thread
+// 12-15% of a decode step: bench/LOG.md), and neither waits long for the other. Which thread
 // runs a group never changes a value.
 constexpr int64_t kRowGrain = 16;
 

@@ -4,7 +4,7 @@
 // start of their output rows (the AMX matmul writes one line per 16 outputs of an activation row).
 // malloc hands out 16-byte alignment, so each such store straddled two lines (a split store), and
 // the lines at the edges of two threads' output ranges were written by both: the batched matmul
-// ran 5-10% slower (bench_matmul, m = 16, bench/README.md B4).
+// ran 5-10% slower (bench_matmul, m = 16, bench/LOG.md B4).
 #pragma once
 #include <cstddef>
 #include <new>

@@ -22,7 +22,7 @@
 // Each 32-block still needs one tile store and 16 vector reloads (the canonical per-block float
 // step), and on the machines measured the tile unit and the vector units do not overlap at all:
 // tile work and float step interleaved take longer than their sum (bench/probe_amx_overlap), and
-// grouping four blocks per tile phase was slower still (bench/README.md, B4). That bounds the
+// grouping four blocks per tile phase was slower still (bench/LOG.md, B4). That bounds the
 // gain: 1.2-1.5x the VNNI kernel at m = 16 on one thread (bench_matmul).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -44,7 +44,7 @@ constexpr int kTileM = 16;          // activation rows per full tile
 // Software prefetch distance of the weight stream, in records (5 KiB of Q4_1, 8.5 KiB of Q8_0).
 // With both cores streaming from DRAM at batched decode, 4 records (1.3 KiB) left the unpack
 // waiting: 16 made a B = 16 SmolLM2 step 3-4% faster (gate+up 3.66-3.78 -> 3.13-3.45 ms; 24 and 32
-// were slower than 16 again). bench/README.md, B4.
+// were slower than 16 again). bench/LOG.md, B4.
 constexpr size_t kPrefetchRecords = 16;
 constexpr int kBlockBytes = 512;    // one block of 16 weight rows as a B tile: 8 rows x 64 bytes
 constexpr int kBRows = 8, kRowBytes = 64;
