@@ -79,12 +79,12 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
                       "prompt, {} to generate)",
                       info_.context_length, num_prompt + p.max_tokens, num_prompt, p.max_tokens);
   }
-  const int64_t blocks_needed = (num_prompt + p.max_tokens + info_.block_size - 1) / info_.block_size;
+  const int64_t blocks_needed = sched::max_kv_blocks_of_request(num_prompt, p.max_tokens, info_.block_size);
   if (blocks_needed > info_.num_kv_blocks) {
     return make_error(ErrorCode::kOutOfRange,
-                      "the request needs {} KV blocks ({} tokens) but the whole cache has {}; raise the KV "
-                      "budget or lower max_tokens",
-                      blocks_needed, num_prompt + p.max_tokens, info_.num_kv_blocks);
+                      "the request needs {} KV blocks ({} tokens to cache) but the whole cache has {}; raise "
+                      "the KV budget or lower max_tokens",
+                      blocks_needed, num_prompt + p.max_tokens - 1, info_.num_kv_blocks);
   }
   if (num_unfinished_.load() + num_before >= kMaxQueuedRequests) {
     return make_error(ErrorCode::kResourceExhausted, "too many requests in flight ({}); retry later",

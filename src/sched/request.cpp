@@ -35,6 +35,11 @@ StopParams stop_params_from(const SamplingParams& params, std::vector<int32_t> e
   return stop;
 }
 
+int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, int32_t block_size) {
+  const int64_t max_cached_positions = num_prompt + max_tokens - 1;
+  return (max_cached_positions + block_size - 1) / block_size;
+}
+
 void Request::append_token(int32_t token, int32_t block_size) {
   token_ids.push_back(token);
   kv::extend_block_hashes(block_hashes, token_ids, block_size, cache_extra_key);

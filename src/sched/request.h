@@ -44,6 +44,12 @@ struct StopParams {
 
 StopParams stop_params_from(const SamplingParams& params, std::vector<int32_t> eos_token_ids);
 
+// The KV blocks a request can ever hold, the one rule for "can it ever fit in the cache": a
+// sequence caches at most num_prompt + max_tokens - 1 positions (the last sampled token is returned,
+// never fed back), so ceil((num_prompt + max_tokens - 1) / block_size). The engine refuses a
+// request at submission with it; Scheduler::add_request checks the same rule.
+int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, int32_t block_size);
+
 // What the engine submits (add_request).
 struct NewRequest {
   int64_t id = 0;                        // caller-chosen, unique among live requests, >= 0

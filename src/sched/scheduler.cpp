@@ -61,8 +61,7 @@ Status Scheduler::add_request(NewRequest in) {
                       "maximum context length {}",
                       in.id, num_prompt, in.stop.max_tokens, total, config_.max_model_len);
   }
-  // The last sampled token needs no slot: a sequence holds at most total - 1 positions.
-  const int32_t num_blocks = kv_.num_blocks_for_tokens(total - 1);
+  const int64_t num_blocks = max_kv_blocks_of_request(num_prompt, in.stop.max_tokens, config_.block_size);
   if (num_blocks > kv_.num_usable_blocks()) {
     return make_error(ErrorCode::kOutOfRange,
                       "request {}: {} tokens need {} KV blocks of {} tokens, the cache has {}",

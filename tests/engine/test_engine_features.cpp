@@ -206,6 +206,14 @@ TEST(EngineStories, PromptThatCanNeverFitIsRefusedAtSubmit) {
   auto fits = e->submit({prompt_of(150, 1), greedy(10), ""});  // 160 tokens: exactly the cache
   ASSERT_TRUE(fits.ok());
   EXPECT_EQ(drain(**fits, 1)[0].token_ids.size(), 10u);
+  // The block boundary: 150 + 11 = 161 tokens, but the last sampled token is never cached, so it
+  // needs 160 slots = 10 blocks: accepted by the engine (the scheduler's rule), and it runs to the end.
+  auto boundary = e->submit({prompt_of(150, 1), greedy(11), ""});
+  ASSERT_TRUE(boundary.ok()) << boundary.error().message;
+  EXPECT_EQ(drain(**boundary, 1)[0].token_ids.size(), 11u);
+  auto one_past = e->submit({prompt_of(150, 1), greedy(12), ""});  // 161 slots = 11 blocks
+  ASSERT_FALSE(one_past.ok());
+  EXPECT_EQ(one_past.error().code, ErrorCode::kOutOfRange);
 }
 
 TEST(EngineStories, SeededSamplingIndependentOfBatch) {
