@@ -1,0 +1,138 @@
+#include "grammar/stack_automaton.h"
+
+#include <algorithm>
+
+namespace tessera::grammar {
+
+size_t StackAutomaton::VectorHash::operator()(const std::vector<int32_t>& v) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+  for (int32_t x : v) {
+    h ^= static_cast<uint32_t>(x);
+    h *= 0x100000001B3ull;
+    h ^= h >> 29;
+  }
+  return static_cast<size_t>(h);
+}
+
+StackAutomaton::StackAutomaton(std::shared_ptr<const Grammar> grammar)
+    : grammar_(std::move(grammar)) {
+  nodes_.push_back({-1, -1});  // kBottom
+  mark_.push_back(0);
+  members_.emplace_back();     // kDeadState
+  state_ids_.emplace(std::vector<int32_t>{}, kDeadState);
+  transitions_.assign(256, kDeadState);
+}
+
+int32_t StackAutomaton::node(int32_t position, int32_t parent) {
+  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) |
+                       static_cast<uint32_t>(parent);
+  auto [it, inserted] = node_ids_.emplace(key, static_cast<int32_t>(nodes_.size()));
+  if (inserted) {
+    if (nodes_.size() >= kMaxNodes) overflowed_ = true;
+    nodes_.push_back({position, parent});
+    mark_.push_back(0);
+  }
+  return it->second;
+}
+
+void StackAutomaton::close(int32_t start) {
+  const auto& elements = grammar_->elements;
+  work_.clear();
+  work_.push_back(start);
+  while (!work_.empty() && !overflowed_) {
+    const int32_t n = work_.back();
+    work_.pop_back();
+    if (mark_[n] == stamp_) continue;
+    mark_[n] = stamp_;
+    if (n == kBottom) {
+      scratch_.push_back(kBottom);
+      continue;
+    }
+    const Node nd = nodes_[n];
+    const Element& el = elements[nd.position];
+    switch (el.kind) {
+      case Element::kBytes:
+        scratch_.push_back(n);
+        if (scratch_.size() > kMaxTops) overflowed_ = true;
+        break;
+      case Element::kEnd:
+        work_.push_back(nd.parent);
+        break;
+      case Element::kRule: {
+        const int32_t ret = elements[nd.position + 1].kind == Element::kEnd
+                                ? nd.parent
+                                : node(nd.position + 1, nd.parent);
+        for (int32_t alt : grammar_->rule_alts[el.index]) work_.push_back(node(alt, ret));
+        break;
+      }
+    }
+  }
+}
+
+int32_t StackAutomaton::intern_scratch() {
+  if (overflowed_) {
+    scratch_.clear();
+    return kDeadState;
+  }
+  std::sort(scratch_.begin(), scratch_.end());
+  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  auto it = state_ids_.find(scratch_);
+  if (it != state_ids_.end()) {
+    scratch_.clear();
+    return it->second;
+  }
+  if (members_.size() >= kMaxStates) {
+    overflowed_ = true;
+    scratch_.clear();
+    return kDeadState;
+  }
+  const auto id = static_cast<int32_t>(members_.size());
+  members_.push_back(scratch_);
+  state_ids_.emplace(scratch_, id);
+  transitions_.resize(transitions_.size() + 256, -1);
+  scratch_.clear();
+  return id;
+}
+
+int32_t StackAutomaton::start_state() {
+  ++stamp_;
+  scratch_.clear();
+  for (int32_t alt : grammar_->rule_alts[grammar_->root]) close(node(alt, kBottom));
+  return intern_scratch();
+}
+
+int32_t StackAutomaton::position_state(int32_t pos) {
+  ++stamp_;
+  scratch_.clear();
+  close(node(pos, kBottom));
+  return intern_scratch();
+}
+
+int32_t StackAutomaton::step(int32_t state, uint8_t byte) {
+  int32_t& slot = transitions_[static_cast<size_t>(state) * 256 + byte];
+  if (slot >= 0) return slot;
+  ++stamp_;
+  scratch_.clear();
+  const auto& elements = grammar_->elements;
+  // members_ may grow inside close() only through nodes_, never members_: safe to iterate.
+  for (int32_t n : members_[state]) {
+    if (n == kBottom) continue;
+    const Node nd = nodes_[n];
+    if (grammar_->byte_sets[elements[nd.position].index].test(byte)) {
+      close(node(nd.position + 1, nd.parent));
+    }
+  }
+  const int32_t next = intern_scratch();
+  transitions_[static_cast<size_t>(state) * 256 + byte] = next;  // slot may have moved
+  return next;
+}
+
+int32_t StackAutomaton::step_bytes(int32_t state, std::string_view bytes) {
+  for (char c : bytes) {
+    if (state == kDeadState) break;
+    state = step(state, static_cast<uint8_t>(c));
+  }
+  return state;
+}
+
+}  // namespace tessera::grammar

@@ -1,0 +1,58 @@
+// TokenTable: the vocabulary as the grammar engine sees it: each token's bytes, sorted so that
+// tokens sharing a prefix are neighbours (a trie laid out flat), and the stop tokens.
+//
+// Walking tokens in sorted order with one automaton state per prefix depth visits each trie node
+// once; the state of the common prefix with the previous token is reused (lcp_prev).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::grammar {
+
+struct TokenVocabulary {
+  std::vector<std::string> bytes;  // [vocab_size] a token's bytes; "" for control/special tokens
+  std::vector<int32_t> stop_ids;   // tokens that end a generation (EOS, EOT, ...)
+};
+
+// Bitset over the vocabulary: [ceil(vocab / 64)] words, bit i = token i allowed.
+inline size_t mask_words(int32_t vocab_size) { return (static_cast<size_t>(vocab_size) + 63) / 64; }
+inline bool mask_test(std::span<const uint64_t> mask, int32_t id) {
+  return (mask[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1;
+}
+inline void mask_set(std::span<uint64_t> mask, int32_t id) {
+  mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+}
+
+class TokenTable {
+ public:
+  explicit TokenTable(TokenVocabulary vocab);
+
+  int32_t vocab_size() const { return static_cast<int32_t>(vocab_.bytes.size()); }
+  std::string_view bytes(int32_t id) const { return vocab_.bytes[id]; }
+  std::span<const int32_t> stop_ids() const { return vocab_.stop_ids; }
+  bool is_stop(int32_t id) const;
+
+  // Tokens with bytes, sorted by bytes: sorted()[rank] = id.
+  std::span<const int32_t> sorted() const { return sorted_; }
+  // lcp_prev()[rank]: common prefix length with the token at rank - 1 (0 at rank 0).
+  std::span<const int32_t> lcp_prev() const { return lcp_prev_; }
+  // First rank after `rank` whose token does not start with the first `depth` bytes of
+  // sorted()[rank] (the end of that trie subtree).
+  int32_t subtree_end(int32_t rank, int32_t depth) const;
+  // The ids with bytes (every id that is neither empty nor a stop token), as a mask.
+  std::span<const uint64_t> normal_mask() const { return normal_mask_; }
+  // A stable fingerprint of the bytes and stop ids (the grammar cache's key part).
+  uint64_t fingerprint() const { return fingerprint_; }
+
+ private:
+  TokenVocabulary vocab_;
+  std::vector<int32_t> sorted_, lcp_prev_;
+  std::vector<uint64_t> normal_mask_;
+  std::vector<uint8_t> is_stop_;
+  uint64_t fingerprint_ = 0;
+};
+
+}  // namespace tessera::grammar
