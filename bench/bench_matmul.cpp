@@ -1,4 +1,4 @@
-// bench_matmul: GB/s of matmul (m = 1, the decode case) on SmolLM2-135M's shapes, per weight type
+// bench_matmul: GB/s of matmul (m = 1, the decode case) on SmolLM2-135M's and Qwen2.5-0.5B's FFN shapes, per weight type
 // and ISA level, plus m = 16 GOP/s (batched decode / prefill). Compare the GB/s with
 // probe_bandwidth: m = 1 matmul is a read of the weights, so that is its speed of light.
 // Weights are packed where the CPU runs a packed kernel (as the model loader does).
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_pack.h"
 #include "kernels/quant.h"
 #include "util/aligned_vector.h"
 #include "util/cpu_features.h"
@@ -40,7 +41,10 @@ struct Shape {
 constexpr Shape kShapes[] = {{"576->576", 576, 576},
                              {"576->1536", 576, 1536},
                              {"1536->576", 1536, 576},
-                             {"576->49152", 576, 49152}};
+                             {"576->49152", 576, 49152},
+                             // Qwen2.5-0.5B's FFN (gate/up Q5_0, down Q4_K or Q6_K in Q4_K_M files)
+                             {"896->4864", 896, 4864},
+                             {"4864->896", 4864, 896}};
 
 std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols) {
   std::mt19937 rng(1);
@@ -124,11 +128,9 @@ void gemm_table(const std::vector<DType>& types, const std::vector<int64_t>& ms,
                        *std::max_element(r.begin(), r.end()));
   };
   for (DType type : types) {
-    if (type != DType::Q4_0 && type != DType::Q4_1 && type != DType::Q5_0 && type != DType::Q5_1 &&
-        type != DType::Q8_0) {
-      continue;
-    }
+    if (!kernels::packable(type)) continue;
     for (const Shape& s : kShapes) {
+      if (s.cols % dtype_block_size(type) != 0) continue;
       const auto data = make_weights(type, s.rows, s.cols);
       auto w = kernels::WeightMatrix::view(type, data.data(), s.rows, s.cols);
       w.pack_if_useful();

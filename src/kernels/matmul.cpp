@@ -83,7 +83,7 @@ void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     if (a.packed && g_packed_enabled.load(std::memory_order_relaxed)) {
       // xd_t is set exactly when amx_will_run(a) held as the activations were prepared.
       if (a.xd_t != nullptr && amx::packed_rows(a, r_begin, r_end)) return;
-      if (avx512::packed_rows(a, r_begin, r_end)) return;
+      if (avx512::packed_rows(a, r_begin, r_end) || avx512::packed_kquant_rows(a, r_begin, r_end)) return;
     }
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
   }
@@ -127,13 +127,22 @@ void WeightMatrix::pack() {
   });
 }
 
+namespace {
+
+// Whether this CPU runs a packed kernel for `type`: the 32-block types at AVX2 and above, the
+// K-quants only with the AVX-512 VNNI kernel (on AVX2 they run on the GGUF layout).
+bool packed_kernel_for(DType type) {
+  return packable(type) && packed_kernels_available() && (!is_kquant(type) || avx512_kernels_available());
+}
+
+}  // namespace
+
 void WeightMatrix::pack_if_useful() {
-  if (packed_kernels_available()) pack();
+  if (packed_kernel_for(type_)) pack();
 }
 
 void WeightMatrix::pack_all_if_useful(std::span<WeightMatrix* const> matrices) {
-  if (!packed_kernels_available()) return;
-  auto needs_packing = [](const WeightMatrix* w) { return packable(w->type_) && !w->packed_ && w->rows_ > 0; };
+  auto needs_packing = [](const WeightMatrix* w) { return packed_kernel_for(w->type_) && !w->packed_ && w->rows_ > 0; };
   constexpr size_t kAlign = 64;
   size_t total = 0;
   for (const WeightMatrix* w : matrices) {

@@ -84,6 +84,8 @@ namespace avx512 {
 // (x86/matmul_packed_avx512.cpp); false otherwise.
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
+// The K-quants over MatmulArgs::packed (x86/matmul_packed_kquant_avx512.cpp); false otherwise.
+bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 namespace amx {
 // The 32-block types over MatmulArgs::packed with AMX-INT8 tiles (x86/matmul_packed_amx.cpp);

@@ -1,4 +1,5 @@
-// Repacking of 32-block weights into the row-interleaved layout of matmul_pack.h (scalar, at load).
+// Repacking of 32-block and K-quant weights into the row-interleaved layouts of matmul_pack.h
+// (scalar, at load).
 #include "kernels/matmul_pack.h"
 
 #include <cstring>
@@ -39,22 +40,96 @@ BlockFields fields(DType type, const uint8_t* blk) {
   return f;
 }
 
+// The 6-bit weight (0..63) of element e of a Q6_K super-block (layout as matmul_ref.cpp reads it).
+int q6k_weight(const BlockQ6_K& b, int e) {
+  const int half = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+  const uint8_t lbyte = b.ql[64 * half + l + (quarter & 1) * 32];
+  const int lo4 = quarter < 2 ? (lbyte & 0xF) : (lbyte >> 4);
+  return lo4 | (((b.qh[32 * half + l] >> (2 * quarter)) & 3) << 4);
+}
+
+template <DType T>
+void pack_kquant_record(const uint8_t* blk, int r, uint8_t* rec) {
+  using L = PackedKLayout<T>;
+  if constexpr (L::kQ6) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
+    for (int e = 0; e < kQkK; ++e) rec[64 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>(q6k_weight(*b, e));
+    for (int j = 0; j < 16; ++j) rec[L::kScAt + 16 * j + r] = static_cast<uint8_t>(b->scales[j]);
+    std::memcpy(rec + L::kDAt + 2 * r, &b->d, 2);
+  } else {
+    // Q4_K and Q5_K share d, dmin, scales and qs at the same offsets.
+    const auto* b = reinterpret_cast<const BlockQ4_K*>(blk);
+    const uint8_t* qs = L::kQ5 ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : b->qs;
+    for (int c = 0; c < 4; ++c) {
+      for (int v = 0; v < 8; ++v) std::memcpy(rec + 512 * c + 64 * v + 4 * r, qs + 32 * c + 4 * v, 4);
+    }
+    if constexpr (L::kQ5) {
+      const uint8_t* qh = reinterpret_cast<const BlockQ5_K*>(blk)->qh;
+      for (int j = 0; j < 8; ++j) {
+        for (int i = 0; i < 32; ++i) {
+          if (((qh[i] >> j) & 1) == 0) continue;
+          const int v = i / 4, t = i % 4;
+          rec[L::kQhAt + 64 * j + 8 * v + (4 * r + t) / 8] |= static_cast<uint8_t>(1u << ((4 * r + t) % 8));
+        }
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      int sc = 0, mn = 0;
+      scale_min_k4(j, b->scales, &sc, &mn);
+      rec[L::kScAt + 16 * j + r] = static_cast<uint8_t>(sc);
+      rec[L::kMnAt + 16 * j + r] = static_cast<uint8_t>(mn);
+    }
+    std::memcpy(rec + L::kDAt + 2 * r, &b->d, 2);
+    std::memcpy(rec + L::kDminAt + 2 * r, &b->dmin, 2);
+  }
+}
+
+template <DType T>
+void pack_kquant(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / kQkK, groups = (rows + kPackRows - 1) / kPackRows;
+  const size_t row_bytes = dtype_row_bytes(T, cols), record = PackedKLayout<T>::kBytes;
+  std::memset(dst, 0, static_cast<size_t>(groups * nb) * record);  // padding rows: all zero (d = 0)
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* rec = dst + static_cast<size_t>(g * nb + b) * record;
+      for (int64_t r = 0; r < kPackRows && g * kPackRows + r < rows; ++r) {
+        const uint8_t* row = src + static_cast<size_t>(g * kPackRows + r) * row_bytes;
+        pack_kquant_record<T>(row + static_cast<size_t>(b) * dtype_block_bytes(T), static_cast<int>(r), rec);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool packable(DType type) {
   return type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q5_0 || type == DType::Q5_1 ||
-         type == DType::Q8_0;
+         type == DType::Q8_0 || is_kquant(type);
 }
 
-size_t packed_record_bytes(DType type) { return static_cast<size_t>(kPackRows) * dtype_block_bytes(type); }
+size_t packed_record_bytes(DType type) {
+  switch (type) {
+    case DType::Q4_K: return PackedKLayout<DType::Q4_K>::kBytes;
+    case DType::Q5_K: return PackedKLayout<DType::Q5_K>::kBytes;
+    case DType::Q6_K: return PackedKLayout<DType::Q6_K>::kBytes;
+    default: return static_cast<size_t>(kPackRows) * dtype_block_bytes(type);
+  }
+}
 
 size_t packed_bytes(DType type, int64_t rows, int64_t cols) {
   const int64_t groups = (rows + kPackRows - 1) / kPackRows;
-  return static_cast<size_t>(groups * (cols / kQk)) * packed_record_bytes(type);
+  return static_cast<size_t>(groups * (cols / dtype_block_size(type))) * packed_record_bytes(type);
 }
 
 void pack_weights(DType type, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
-  TESSERA_CHECK(packable(type) && cols % kQk == 0, "pack: {} x {} of {}", rows, cols, dtype_name(type));
+  TESSERA_CHECK(packable(type) && cols % dtype_block_size(type) == 0, "pack: {} x {} of {}", rows, cols,
+                dtype_name(type));
+  switch (type) {
+    case DType::Q4_K: return pack_kquant<DType::Q4_K>(src, rows, cols, dst);
+    case DType::Q5_K: return pack_kquant<DType::Q5_K>(src, rows, cols, dst);
+    case DType::Q6_K: return pack_kquant<DType::Q6_K>(src, rows, cols, dst);
+    default: break;
+  }
   const int64_t nb = cols / kQk, groups = (rows + kPackRows - 1) / kPackRows;
   const size_t block_bytes = dtype_block_bytes(type), row_bytes = dtype_row_bytes(type, cols);
   const size_t record = packed_record_bytes(type);

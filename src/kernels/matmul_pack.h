@@ -16,6 +16,18 @@
 //   then d[16] (fp16), and for Q4_1, Q5_1 m[16] (fp16).
 // Unsigned weights make vpdpbusd (u8 x s8) exact; the offset comes back as an integer:
 // dot(q - o, x) = dot(q, x) - o * sum(x), o = 8, 16, 128 for Q4_0, Q5_0, Q8_0.
+//
+// K-quants (read by the AVX-512 VNNI kernel only, x86/matmul_packed_kquant_avx512.cpp): record
+// (g, b) holds super-block b (256 elements) of the group's 16 rows, sub-block scales unpacked:
+//   Q4_K, Q5_K: qs[4][8][16][4]: qs[c][v][r][t] = byte 32c + 4v + t of row r's GGUF qs, i.e. low
+//     nibble = element 4v + t of sub-block 2c, high nibble = the same of sub-block 2c + 1;
+//     Q5_K then qh[8][8] (uint64): bit 4r + t of qh[j][v] = the fifth bit of element 4v + t of
+//     sub-block j of row r; then sc[8][16], mn[8][16] (uint8, 6-bit: sub-block j's scale, min of
+//     row r), d[16], dmin[16] (fp16). 2368 (Q5_K 2880) bytes against 16 x 144 (176) in the GGUF.
+//   Q6_K: q[64][16][4]: q[u][r][t] = the 6-bit weight (0..63, value q - 32) of element 4u + t of
+//     row r, one per byte (4 + 2 bit fields would cost ~4 vector ops per 64 weights to put back
+//     together, more than the dots at m = 1); then sc[16][16] (int8, sub-block j's scale of row
+//     r) and d[16] (fp16), padded to 4416 bytes against 16 x 210: the m = 1 pass reads 31% more.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -27,8 +39,22 @@ namespace tessera::kernels {
 
 inline constexpr int64_t kPackRows = 16;
 
-// Whether `type` has a packed layout (the 32-block types).
+// Whether `type` has a packed layout (the 32-block types and the K-quants).
 bool packable(DType type);
+inline bool is_kquant(DType type) { return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K; }
+// Where things sit in one K-quant record (see above).
+template <DType T>
+struct PackedKLayout {
+  static constexpr bool kQ6 = T == DType::Q6_K;
+  static constexpr bool kQ5 = T == DType::Q5_K;
+  static constexpr size_t kQsBytes = kQ6 ? 4096 : 2048;
+  static constexpr size_t kQhAt = kQsBytes;                       // Q5_K: qh[8][8] uint64
+  static constexpr size_t kScAt = kQsBytes + (kQ5 ? 512 : 0);     // sc[sub-blocks][16]
+  static constexpr size_t kMnAt = kScAt + 128;                    // Q4_K/Q5_K: mn[8][16]
+  static constexpr size_t kDAt = kScAt + 256;  // d[16] fp16, after sc[16][16] (Q6_K) or sc + mn
+  static constexpr size_t kDminAt = kDAt + 32;                    // Q4_K/Q5_K: dmin[16] fp16
+  static constexpr size_t kBytes = (kDAt + (kQ6 ? 32 : 64) + 63) / 64 * 64;  // whole cache lines
+};
 // Integer offset o of the packed unsigned weights (see above).
 constexpr int32_t packed_weight_offset(DType type) {
   return type == DType::Q4_0 ? 8 : type == DType::Q5_0 ? 16 : type == DType::Q8_0 ? 128 : 0;

@@ -16,7 +16,8 @@ set(TESSERA_QUANT_AVX2_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_kquant_avx2.cpp)
 set(TESSERA_QUANT_AVX512_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_avx512.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_avx512.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_avx512.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_kquant_avx512.cpp)
 set(TESSERA_QUANT_AMX_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_amx.cpp)
 target_sources(tessera_kernels PRIVATE ${TESSERA_QUANT_SOURCES})
 set_property(SOURCE ${TESSERA_QUANT_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)

@@ -34,8 +34,6 @@ std::vector<float> random_x(int64_t n, uint32_t seed) {
   return x;
 }
 
-bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
-
 std::vector<int64_t> test_cols(DType t) {
   if (is_kquant(t)) return {256, 768};
   return {32, 96, 576, 1536};
@@ -81,13 +79,18 @@ TEST(Matmul, FastMatchesRefBitForBit) {
 // m not a multiple of the 8-row (AVX-512) or 4-row (AVX2) tile (tails of 1 to 7 rows, one tile
 // each), and row ranges that start and end inside a group or one of its 8-row halves (matmul_group
 // splits the fused rows of outputs of 19 and 35 rows across the pool's chunks).
+// K-quants (AVX-512 VNNI only): one super-block, an odd count of them (1280 = 5 x 256) and
+// Qwen2.5-0.5B's ffn_down width (4864 = 19 x 256).
 TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
   IsaRestorer restore;
   ThreadPool pool(2);
-  const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+  const DType types[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                         DType::Q4_K, DType::Q5_K, DType::Q6_K};
   for (DType type : types) {
     ASSERT_TRUE(packable(type));
-    for (int64_t cols : {32, 96, 576, 1056}) {
+    const std::vector<int64_t> widths =
+        is_kquant(type) ? std::vector<int64_t>{256, 1280, 4864} : std::vector<int64_t>{32, 96, 576, 1056};
+    for (int64_t cols : widths) {
       const auto d0 = random_weights(type, 19, cols, static_cast<uint32_t>(cols + 1));
       const auto d1 = random_weights(type, 35, cols, static_cast<uint32_t>(cols + 2));
       WeightMatrix w0 = WeightMatrix::view(type, d0.data(), 19, cols);
@@ -140,6 +143,49 @@ TEST(Matmul, PackedLayoutOfOneQ4_1Record) {
   for (int r = 0; r < 16; ++r) {
     EXPECT_EQ(p[256 + 2 * r], data[20 * r]);          // d, low byte
     EXPECT_EQ(p[256 + 32 + 2 * r + 1], data[20 * r + 3]);  // m, high byte
+  }
+}
+
+// One Q4_K and one Q6_K record, byte for byte (matmul_pack.h): qs bytes of row r in lane r,
+// the sub-block scales and mins unpacked from their 6-bit fields, Q6_K's weights one per byte.
+TEST(Matmul, PackedLayoutOfKQuantRecords) {
+  const auto q4 = random_weights(DType::Q4_K, 16, 256, 5);
+  std::vector<uint8_t> p(packed_bytes(DType::Q4_K, 16, 256));
+  ASSERT_EQ(p.size(), PackedKLayout<DType::Q4_K>::kBytes);
+  pack_weights(DType::Q4_K, q4.data(), 16, 256, p.data());
+  using L4 = PackedKLayout<DType::Q4_K>;
+  for (int r = 0; r < 16; ++r) {
+    const auto* b = reinterpret_cast<const BlockQ4_K*>(q4.data() + 144 * r);
+    for (int c = 0; c < 4; ++c) {
+      for (int v = 0; v < 8; ++v) {
+        for (int t = 0; t < 4; ++t) EXPECT_EQ(p[512 * c + 64 * v + 4 * r + t], b->qs[32 * c + 4 * v + t]);
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      scale_min_k4(j, b->scales, &sc, &mn);
+      EXPECT_EQ(p[L4::kScAt + 16 * j + r], sc);
+      EXPECT_EQ(p[L4::kMnAt + 16 * j + r], mn);
+    }
+    EXPECT_EQ(std::memcmp(&p[L4::kDAt + 2 * r], &b->d, 2), 0);
+    EXPECT_EQ(std::memcmp(&p[L4::kDminAt + 2 * r], &b->dmin, 2), 0);
+  }
+  // Q6_K: dequantize row r and compare value by value: d * sc[j] * (q - 32).
+  const auto q6 = random_weights(DType::Q6_K, 16, 256, 6);
+  std::vector<uint8_t> p6(packed_bytes(DType::Q6_K, 16, 256));
+  pack_weights(DType::Q6_K, q6.data(), 16, 256, p6.data());
+  using L6 = PackedKLayout<DType::Q6_K>;
+  std::vector<float> row(256);
+  for (int r = 0; r < 16; ++r) {
+    dequantize_row(DType::Q6_K, q6.data() + 210 * r, row.data(), 256);
+    uint16_t d16;
+    std::memcpy(&d16, &p6[L6::kDAt + 2 * r], 2);
+    for (int e = 0; e < 256; ++e) {
+      const int q = p6[64 * (e / 4) + 4 * r + e % 4];
+      ASSERT_LT(q, 64);
+      const auto sc = static_cast<int8_t>(p6[L6::kScAt + 16 * (e / 16) + r]);
+      EXPECT_EQ(row[e], fp16_to_fp32(d16) * static_cast<float>(sc * (q - 32))) << "row " << r << " element " << e;
+    }
   }
 }
 

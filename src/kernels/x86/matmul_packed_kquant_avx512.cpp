@@ -1,0 +1,193 @@
+// AVX-512 VNNI kernel for the K-quants (Q4_K, Q5_K, Q6_K) over the packed layout of matmul_pack.h:
+// m = 1 (decode) and m > 1 (prefill, batched decode) alike, the K-quant twin of
+// x86/matmul_packed_avx512.cpp.
+//
+// Lane r of every vector is weight row r of a 16-row group. Per super-block and activation row the
+// canonical sums of matmul_canon.h, exact in int32:
+//   dot_j  = 8 (Q6_K: 4) vpdpbusd of the unsigned weights against broadcast activation dwords;
+//   isum  += dot_j * sc_j (vpmulld, lane r = row r's sub-block scale);
+//   Q4_K/Q5_K: msum = sum_j mn_j * (bsum_{2j} + bsum_{2j+1}): one vpdpwssd per sub-block of the
+//     int16 pair (mn_j, mn_j) against the activation's int16 pair (bsum_{2j}, bsum_{2j+1});
+//   Q6_K: the -32 offset, isum += sum_k (-32 sc_{2k}) bsum_{2k} + (-32 sc_{2k+1}) bsum_{2k+1}, one
+//     vpdpwssd per pair of 16-element sub-blocks;
+// then y = fma(float(isum), d * dx, y) and y = fma(-float(msum), dmin * dx, y) for 16 outputs at
+// once, bit for bit the scalar twin's (matmul_ref.cpp) float steps.
+//
+// Loop nest: groups of 16 weight rows > tiles of R activation rows (y[R] in registers over the
+// whole K walk) > super-blocks > sub-blocks (each sub-block's weights unpacked once per tile).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/matmul_canon.h"
+#include "kernels/matmul_pack.h"
+#include "kernels/quant_blocks.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+constexpr int kTileRows = 8;            // y[8] + isum[8] + 8 weight vectors + temporaries < 32 zmm
+constexpr size_t kPrefetchRecords = 2;  // software prefetch distance of the weight stream
+
+// Everything a tile reads besides MatmulArgs: the activations' per-16 sums as int16 pairs,
+// bsum16[i][b * 8 + k] = (bsum_{2k}, bsum_{2k+1}) of super-block b (|bsum| <= 16 * 127 fits).
+struct KArgs {
+  const MatmulArgs* a;
+  const int32_t* bsum16;  // [m][cols / 32] dwords
+};
+
+inline __m512i bcast(const void* p) { return _mm512_set1_epi32(*static_cast<const int32_t*>(p)); }
+
+template <DType T, int R>
+void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, float* y_base, __mmask16 store,
+                bool first_tile) {
+  using L = PackedKLayout<T>;
+  const MatmulArgs& a = *k.a;
+  __m512 y[R];
+  for (int j = 0; j < R; ++j) y[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* rec = group + static_cast<size_t>(b) * L::kBytes;
+    // The first tile of a group streams the records from memory; later tiles re-read them from L1/L2.
+    if (first_tile) {
+      for (size_t line = 0; line < L::kBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * L::kBytes + line), _MM_HINT_T0);
+      }
+    }
+    const int8_t* xb = a.xq + i0 * a.cols + b * kQkK;  // row i0's super-block b
+    __m512i isum[R];
+    for (int j = 0; j < R; ++j) isum[j] = _mm512_setzero_si512();
+    if constexpr (L::kQ6) {
+      for (int sb = 0; sb < 16; ++sb) {  // sub-blocks of 16: 4 weight vectors each
+        __m512i w[4];
+        for (int u = 0; u < 4; ++u) w[u] = _mm512_loadu_si512(rec + 64 * (4 * sb + u));
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb)));
+        for (int j = 0; j < R; ++j) {
+          const int8_t* x = xb + j * a.cols + 16 * sb;
+          __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast(x));
+          __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], bcast(x + 4));
+          s0 = _mm512_dpbusd_epi32(s0, w[2], bcast(x + 8));
+          s1 = _mm512_dpbusd_epi32(s1, w[3], bcast(x + 12));
+          isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+        }
+      }
+      for (int p = 0; p < 8; ++p) {  // the -32 offset: int16 pairs (-32 sc_{2p}, -32 sc_{2p+1})
+        const __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 32 * p)));
+        const __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 32 * p + 16)));
+        const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_slli_epi32(lo, 5), _mm512_slli_epi32(hi, 21));
+        const __m512i neg = _mm512_sub_epi16(_mm512_setzero_si512(), pair);
+        for (int j = 0; j < R; ++j) {
+          isum[j] = _mm512_dpwssd_epi32(isum[j], neg, bcast(k.bsum16 + (i0 + j) * (a.cols / 32) + b * 8 + p));
+        }
+      }
+    } else {
+      const __m512i low4 = _mm512_set1_epi8(0x0F);
+      for (int sb = 0; sb < 8; ++sb) {  // sub-blocks of 32: 8 weight vectors each
+        __m512i w[8];
+        for (int v = 0; v < 8; ++v) {
+          const __m512i raw = _mm512_loadu_si512(rec + 512 * (sb / 2) + 64 * v);
+          w[v] = _mm512_and_si512(sb % 2 == 0 ? raw : _mm512_srli_epi16(raw, 4), low4);
+          if constexpr (L::kQ5) {
+            __mmask64 fifth;
+            __builtin_memcpy(&fifth, rec + L::kQhAt + 64 * sb + 8 * v, 8);
+            w[v] = _mm512_or_si512(w[v], _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(0x10)));
+          }
+        }
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb)));
+        for (int j = 0; j < R; ++j) {
+          const int8_t* x = xb + j * a.cols + 32 * sb;
+          __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast(x));
+          __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], bcast(x + 4));
+          s0 = _mm512_dpbusd_epi32(s0, w[2], bcast(x + 8));
+          s1 = _mm512_dpbusd_epi32(s1, w[3], bcast(x + 12));
+          s0 = _mm512_dpbusd_epi32(s0, w[4], bcast(x + 16));
+          s1 = _mm512_dpbusd_epi32(s1, w[5], bcast(x + 20));
+          s0 = _mm512_dpbusd_epi32(s0, w[6], bcast(x + 24));
+          s1 = _mm512_dpbusd_epi32(s1, w[7], bcast(x + 28));
+          isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+        }
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDAt)));
+    __m512 dx[R];
+    for (int j = 0; j < R; ++j) {
+      dx[j] = _mm512_set1_ps(a.xd[(i0 + j) * nb + b]);
+      y[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(d, dx[j]), y[j]);
+    }
+    if constexpr (!L::kQ6) {
+      // isum is spent: its registers hold msum now.
+      for (int j = 0; j < R; ++j) isum[j] = _mm512_setzero_si512();
+      for (int sb = 0; sb < 8; ++sb) {
+        const __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kMnAt + 16 * sb)));
+        const __m512i pair = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));  // (mn, mn) as int16
+        for (int j = 0; j < R; ++j) {
+          isum[j] = _mm512_dpwssd_epi32(isum[j], pair, bcast(k.bsum16 + (i0 + j) * (a.cols / 32) + b * 8 + sb));
+        }
+      }
+      const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDminAt)));
+      for (int j = 0; j < R; ++j) {
+        y[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(dmin, dx[j]), y[j]);
+      }
+    }
+  }
+  for (int j = 0; j < R; ++j) _mm512_mask_storeu_ps(y_base + (i0 + j) * a.rows, store, y[j]);
+}
+
+template <DType T>
+void packed(const KArgs& k, int64_t r_begin, int64_t r_end) {
+  const MatmulArgs& a = *k.a;
+  const int64_t nb = a.cols / kQkK;
+  const size_t group_bytes = static_cast<size_t>(nb) * PackedKLayout<T>::kBytes;
+  for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
+    const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
+    const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
+    const auto store = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
+    float* y_base = a.y + g * kPackRows;
+    int64_t i0 = 0;
+    for (; i0 + kTileRows <= a.m; i0 += kTileRows) group_tile<T, kTileRows>(k, group, nb, i0, y_base, store, i0 == 0);
+    // The tail in one tile of exactly its rows (every tile unpacks the records again).
+    const bool first = i0 == 0;
+    switch (a.m - i0) {
+      case 7: group_tile<T, 7>(k, group, nb, i0, y_base, store, first); break;
+      case 6: group_tile<T, 6>(k, group, nb, i0, y_base, store, first); break;
+      case 5: group_tile<T, 5>(k, group, nb, i0, y_base, store, first); break;
+      case 4: group_tile<T, 4>(k, group, nb, i0, y_base, store, first); break;
+      case 3: group_tile<T, 3>(k, group, nb, i0, y_base, store, first); break;
+      case 2: group_tile<T, 2>(k, group, nb, i0, y_base, store, first); break;
+      case 1: group_tile<T, 1>(k, group, nb, i0, y_base, store, first); break;
+      default: break;
+    }
+  }
+}
+
+// a.xbsums (int32 per 16 activations) as the int16 pairs the vpdpwssd steps read, in a
+// per-thread buffer that only grows.
+const int32_t* bsum16_pairs(const MatmulArgs& a) {
+  thread_local std::vector<int16_t> buf;
+  const size_t n = static_cast<size_t>(a.m * (a.cols / 16));
+  if (buf.size() < n) buf.resize(n);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf.data() + i), _mm512_cvtepi32_epi16(_mm512_loadu_si512(a.xbsums + i)));
+  }
+  for (; i < n; ++i) buf[i] = static_cast<int16_t>(a.xbsums[i]);
+  return reinterpret_cast<const int32_t*>(buf.data());
+}
+
+}  // namespace
+
+bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
+  if (a.packed == nullptr || !is_kquant(a.type)) return false;
+  const KArgs k{&a, bsum16_pairs(a)};
+  switch (a.type) {
+    case DType::Q4_K: packed<DType::Q4_K>(k, r_begin, r_end); break;
+    case DType::Q5_K: packed<DType::Q5_K>(k, r_begin, r_end); break;
+    default: packed<DType::Q6_K>(k, r_begin, r_end); break;
+  }
+  return true;
+}
+
+}  // namespace tessera::kernels::avx512
