@@ -88,7 +88,10 @@ void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
   }
   if (level >= IsaLevel::kAvx2) {
-    if (a.packed && g_packed_enabled.load(std::memory_order_relaxed) && avx2::packed_rows(a, r_begin, r_end)) return;
+    if (a.packed && g_packed_enabled.load(std::memory_order_relaxed) &&
+        (avx2::packed_rows(a, r_begin, r_end) || avx2::packed_kquant_rows(a, r_begin, r_end))) {
+      return;
+    }
     if (avx2::matmul_rows(a, r_begin, r_end)) return;
   }
 #endif
@@ -129,11 +132,8 @@ void WeightMatrix::pack() {
 
 namespace {
 
-// Whether this CPU runs a packed kernel for `type`: the 32-block types at AVX2 and above, the
-// K-quants only with the AVX-512 VNNI kernel (on AVX2 they run on the GGUF layout).
-bool packed_kernel_for(DType type) {
-  return packable(type) && packed_kernels_available() && (!is_kquant(type) || avx512_kernels_available());
-}
+// Whether this CPU runs a packed kernel for `type` (every packable type, at AVX2 and above).
+bool packed_kernel_for(DType type) { return packable(type) && packed_kernels_available(); }
 
 }  // namespace
 

@@ -39,10 +39,11 @@ class WeightMatrix {
   // dst: [cols] (embedding lookup).
   void dequantize_row(int64_t r, float* dst) const;
 
-  // The row-interleaved copy the AVX-512 kernels read (matmul_pack.h), or null. pack() makes it
-  // (32-block types; one more copy of the weights in memory, the GGUF view stays for the embedding
-  // lookup and the other ISA paths); copies of this WeightMatrix share it. pack_if_useful() packs
-  // only where this CPU runs the packed kernels (AVX-512 VNNI): what the model loader calls.
+  // The row-interleaved copy the packed kernels read (matmul_pack.h), or null. pack() makes it
+  // (32-block types and K-quants; one more copy of the weights in memory, the GGUF view stays for
+  // the embedding lookup and the other paths); copies of this WeightMatrix share it.
+  // pack_if_useful() packs only where this CPU runs the packed kernels (AVX2 and up): what the
+  // model loader calls.
   void pack();
   void pack_if_useful();
   // pack_if_useful() for several matrices at once, into one shared arena of huge pages (every

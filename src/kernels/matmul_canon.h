@@ -78,6 +78,8 @@ namespace avx2 {
 bool matmul_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 // The 32-block types over MatmulArgs::packed (x86/matmul_packed_avx2.cpp); false otherwise.
 bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
+// The K-quants over MatmulArgs::packed (x86/matmul_packed_kquant_avx2.cpp); false otherwise.
+bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 namespace avx512 {
 // Float weights (F32/F16/BF16) and, given MatmulArgs::packed, the 32-block types

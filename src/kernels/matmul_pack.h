@@ -17,7 +17,8 @@
 // Unsigned weights make vpdpbusd (u8 x s8) exact; the offset comes back as an integer:
 // dot(q - o, x) = dot(q, x) - o * sum(x), o = 8, 16, 128 for Q4_0, Q5_0, Q8_0.
 //
-// K-quants (read by the AVX-512 VNNI kernel only, x86/matmul_packed_kquant_avx512.cpp): record
+// K-quants (x86/matmul_packed_kquant_avx512.cpp; x86/matmul_packed_kquant_avx2.cpp as two halves
+// of 8 rows): record
 // (g, b) holds super-block b (256 elements) of the group's 16 rows, sub-block scales unpacked:
 //   Q4_K, Q5_K: qs[4][8][16][4]: qs[c][v][r][t] = byte 32c + 4v + t of row r's GGUF qs, i.e. low
 //     nibble = element 4v + t of sub-block 2c, high nibble = the same of sub-block 2c + 1;

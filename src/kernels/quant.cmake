@@ -14,6 +14,7 @@ set(TESSERA_QUANT_AVX2_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/x86/quant_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_avx2.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_kquant_avx2.cpp
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_kquant_avx2.cpp)
 set(TESSERA_QUANT_AVX512_SOURCES ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_avx512.cpp
   ${CMAKE_CURRENT_LIST_DIR}/x86/matmul_packed_avx512.cpp
