@@ -14,7 +14,9 @@ a burst of load from other processes hits both sides alike.
      n_batch 2048, n_ubatch 512 (its defaults) plus the argmax).
 
 Every figure is printed beside the machine's limits: probe_bandwidth's GB/s (decode streams every
-weight once per token, so achieved GB/s = tok/s x weight bytes) and probe_compute's int8 GOP/s.
+weight once per token, so achieved GB/s = tok/s x weight bytes) and probe_compute's int8 GOP/s
+(prefill: 2 x the model's parameter count per token, attention left out), as "% of limit". Any
+GGUF that both sides load works (--model).
 Ratios are tessera / llama.cpp per round: median and min-max over rounds.
 
   python3 bench/bench_llama_cpp.py --tessera build/src/cli/tessera \
@@ -65,6 +67,7 @@ class LlamaSide:
             if not self.model:
                 sys.exit("llama.cpp cannot load " + model_path)
             self.vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
+            self.n_params = int(L.llama_model_n_params(self.model))
             cp = L.llama_context_default_params()
             cp.n_ctx = n_ctx
             cp.n_batch = 2048
@@ -159,7 +162,7 @@ def main():
 
     probe_dir = a.probe_dir or os.path.join(os.path.dirname(os.path.dirname(a.tessera)), "..", "bench")
     thread_counts = [int(t) for t in a.threads.split(",")]
-    bw = {}
+    bw, int8 = {}, {}
     load = os.getloadavg()
     print(f"# model {a.model}")
     print(f"# threads {a.threads}, rounds {a.rounds}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -167,6 +170,10 @@ def main():
         bw_text, bw_line = probe(os.path.join(probe_dir, "probe_bandwidth"), ["512", str(t)])
         _, cp_line = probe(os.path.join(probe_dir, "probe_compute"), [str(t)])
         bw[t] = float(re.search(r"([\d.]+) GB/s", bw_text).group(1)) if bw_text else None
+        # The int8 peak at t threads: the VNNI line where the CPU has it, else AVX2 maddubs.
+        peaks = re.findall(r"int8 (.+?)\s+([\d.]+) GOP/s\s+\((\d+) threads\)", cp_line or "")
+        at_t = [float(g) for kind, g, n in peaks if int(n) == t]
+        int8[t] = max(at_t) if at_t else None
         print(f"# {bw_line}")
         for line in cp_line.splitlines():
             print(f"# {line}")
@@ -208,8 +215,12 @@ def main():
     load_end = os.getloadavg()
     print(f"# load average at the end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
     print()
-    print(f"| case | threads | tessera tok/s | llama.cpp tok/s | ratio median (min-max) | tessera ms/tok | tessera GB/s | llama.cpp GB/s | probe GB/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    # Fraction of the machine's limit: B1 decode streams every weight once per token (GB/s against
+    # probe_bandwidth); B2 prefill does 2 x n_params int8 operations per token (attention left out;
+    # GOP/s against probe_compute's int8 peak at the same thread count).
+    ops_per_token = 2.0 * llama.n_params
+    print(f"| case | threads | tessera tok/s | llama.cpp tok/s | ratio median (min-max) | tessera ms/tok | tessera GB/s | llama.cpp GB/s | probe GB/s | tessera GOP/s | int8 peak GOP/s | tessera % of limit | llama.cpp % of limit |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     table = []
     for case in cases:
         t, kind, n = case
@@ -223,12 +234,22 @@ def main():
             gb_t = f"{statistics.median(theirs) * weight_bytes / 1e9:.2f}"
         ms = 1000.0 / statistics.median(ours)
         bw_s = f"{bw[t]:.1f}" if bw.get(t) else "-"
+        gops = statistics.median(ours) * ops_per_token / 1e9
+        peak_s = f"{int8[t]:.1f}" if int8.get(t) else "-"
+        pct_o = pct_t = "-"
+        if kind == "B1" and weight_bytes and bw.get(t):
+            pct_o = f"{100 * statistics.median(ours) * weight_bytes / 1e9 / bw[t]:.0f}%"
+            pct_t = f"{100 * statistics.median(theirs) * weight_bytes / 1e9 / bw[t]:.0f}%"
+        elif kind == "B2" and int8.get(t):
+            pct_o = f"{100 * gops / int8[t]:.0f}%"
+            pct_t = f"{100 * statistics.median(theirs) * ops_per_token / 1e9 / int8[t]:.0f}%"
         print(f"| {name} | {t} | {fmt_range(ours)} | {fmt_range(theirs)} | {rmed:.3f} ({rlo:.3f}-{rhi:.3f}) | "
-              f"{ms:.3f} | {gb_o} | {gb_t} | {bw_s} |")
+              f"{ms:.3f} | {gb_o} | {gb_t} | {bw_s} | {gops:.1f} | {peak_s} | {pct_o} | {pct_t} |")
         table.append({"case": name, "threads": t, "ours": ours, "theirs": theirs, "ratio_median": rmed, "ratio_min": rlo,
                       "ratio_max": rhi})
     if weight_bytes:
         print(f"\nweight bytes read per decoded token: {weight_bytes / 1e6:.1f} MB")
+    print(f"parameters: {llama.n_params / 1e6:.1f} M ({ops_per_token / 1e9:.2f} GOP per token)")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"model": a.model, "threads": thread_counts, "load": load, "probe_gb_per_s": bw,
