@@ -7,7 +7,8 @@
 //
 //   build-x/bench/bench_batched_decode [--model M] [--rounds 3] [--threads 2] [--batches 1,2,4,...]
 //                                      [--kv-dtype f16|f32|q8] (our KV cache; the peer's stays f16)
-//                                      [--profile] (per-op ms per decode step for each B, last round)
+//                                      [--profile] (per-op ms per decode step and per prefill step for
+//                                      each B, last round)
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -36,13 +37,14 @@ double run_peer(const std::string& model, int32_t b, int32_t in, int32_t out, in
   return at == std::string::npos ? -1 : std::atof(text.c_str() + at + 16);
 }
 
-// The decode phase of the op profile as text: one line per op with its ms per step.
-std::string decode_profile_table() {
+// One phase of the op profile as text: one line per op with its ms per step of that phase (the
+// prefill phase is the one step that prefills every sequence's prompt: B x input-len tokens).
+std::string profile_table(profile::Phase phase) {
   const profile::Profile& p = profile::global();
-  const double steps = static_cast<double>(p.steps[static_cast<int>(profile::Phase::kDecode)]);
-  if (steps == 0) return "  (no decode steps)\n";
+  const double steps = static_cast<double>(p.steps[static_cast<int>(phase)]);
+  if (steps == 0) return "  (no steps)\n";
   std::vector<profile::OpRow> ops;
-  const double rest = profile::phase_rows(profile::Phase::kDecode, ops);
+  const double rest = profile::phase_rows(phase, ops);
   std::string out;
   char line[128];
   for (const profile::OpRow& r : ops) {
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
   p.ignore_eos = true;
   std::map<int32_t, std::vector<double>> ours, theirs;
   std::map<int32_t, std::string> profiles;  // B -> the decode op table of the last round
+  std::map<int32_t, std::string> prefill_profiles;  // B -> the prefill step's op table, last round
   if (profile_ops) profile::global().enabled.store(true);
   bool peer_ok = peer;
   for (int32_t r = 0; r < rounds; ++r) {
@@ -114,7 +117,10 @@ int main(int argc, char** argv) {
       const auto prompts = random_prompts(b, in, e.model_info().vocab_size, 1000 + r * 64 + b);
       profile::reset();
       const auto t = run_set(e, prompts, p);
-      if (profile_ops) profiles[b] = decode_profile_table();
+      if (profile_ops) {
+        profiles[b] = profile_table(profile::Phase::kDecode);
+        prefill_profiles[b] = profile_table(profile::Phase::kPrefill);
+      }
       double first = 0, last = 0;
       for (const Timed& x : t) first = std::max(first, x.first_ms), last = std::max(last, x.last_ms);
       ours[b].push_back(b * (out - 1) / ((last - first) / 1000.0));
@@ -146,5 +152,8 @@ int main(int argc, char** argv) {
                 ratio_col.c_str());
   }
   for (const auto& [b, table] : profiles) std::printf("\ndecode steps at B = %d (ms per step):\n%s", b, table.c_str());
+  for (const auto& [b, table] : prefill_profiles) {
+    std::printf("\nprefill at B = %d (%d tokens; ms per prefill step):\n%s", b, b * in, table.c_str());
+  }
   return 0;
 }

@@ -22,8 +22,9 @@ Ratios are tessera / llama.cpp per round: median and min-max over rounds.
   python3 bench/bench_llama_cpp.py --tessera build/src/cli/tessera \
       --model models/SmolLM2-135M-Instruct.Q4_1.gguf --threads 2 --rounds 5
 
-Notes: llama.cpp's AMX/extra-buffer weight repacking crashes on this VM (use_extra_bufts = False);
-its log goes to stderr, which this script sends to /dev/null while llama.cpp runs.
+Notes: llama.cpp runs with its defaults except on CPUs with AMX, where its AMX/extra-buffer weight
+repacking crashes (use_extra_bufts = False there; --llama-extra-bufts overrides); its log goes to
+stderr, which this script sends to /dev/null while llama.cpp runs.
 """
 import argparse
 import ctypes
@@ -38,6 +39,16 @@ import time
 
 import numpy as np
 import llama_cpp as L
+
+
+def extra_bufts_default():
+    """llama.cpp's default (its CPU weight repacking on) unless the CPU has AMX: there its AMX
+    repacking buffers crash llama_decode on our VMs, so they are turned off (and the run says so)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " amx_tile" not in f.read()
+    except OSError:
+        return True
 
 
 class Quiet:
@@ -58,11 +69,11 @@ class Quiet:
 class LlamaSide:
     """One model and one context, reused for every case (the KV memory is cleared in between)."""
 
-    def __init__(self, model_path, threads, n_ctx):
+    def __init__(self, model_path, threads, n_ctx, extra_bufts):
         with Quiet():
             L.llama_backend_init()
             mp = L.llama_model_default_params()
-            mp.use_extra_bufts = False  # AMX repacking crashes on this VM
+            mp.use_extra_bufts = extra_bufts  # off only on AMX hosts (see extra_bufts_default)
             self.model = L.llama_model_load_from_file(model_path.encode(), mp)
             if not self.model:
                 sys.exit("llama.cpp cannot load " + model_path)
@@ -99,6 +110,16 @@ class LlamaSide:
         for s in range(0, len(ids), 2048):
             tok = self._decode(ids[s:s + 2048], s)
         return tok
+
+    def greedy(self, prompt, n, threads):
+        """The first n greedy tokens after prompt (for the agreement check before timing)."""
+        with Quiet():
+            L.llama_set_n_threads(self.ctx, threads, threads)
+            L.llama_memory_clear(L.llama_get_memory(self.ctx), True)
+            out = [self._prefill(prompt)]
+            while len(out) < n:
+                out.append(self._decode([out[-1]], len(prompt) + len(out) - 1))
+        return out
 
     def run(self, prompt, n_decode, threads):
         """Returns (prefill seconds, decode seconds for n_decode tokens after the first)."""
@@ -158,6 +179,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--tessera-arg", action="append", default=[], help="extra flag for tessera run")
+    ap.add_argument("--llama-extra-bufts", choices=["auto", "on", "off"], default="auto",
+                    help="llama.cpp's weight repacking buffers (auto: its default, off on AMX hosts)")
     a = ap.parse_args()
 
     probe_dir = a.probe_dir or os.path.join(os.path.dirname(os.path.dirname(a.tessera)), "..", "bench")
@@ -181,11 +204,24 @@ def main():
     contexts = [int(x) for x in a.contexts.split(",")] if a.only != "b2" else []
     prefills = [int(x) for x in a.prefills.split(",")] if a.only != "b1" else []
     n_ctx = max(contexts + prefills + [16]) + a.decode_tokens + 16
-    llama = LlamaSide(a.model, thread_counts[0], n_ctx)
+    extra = extra_bufts_default() if a.llama_extra_bufts == "auto" else a.llama_extra_bufts == "on"
+    print(f"# llama.cpp use_extra_bufts = {extra}" + ("" if extra else " (turned off: its AMX repacking crashes on AMX hosts)"))
+    llama = LlamaSide(a.model, thread_counts[0], n_ctx, extra)
     rng = random.Random(a.seed)
     prompt_of = {}
     for n in set(contexts + prefills):
         prompt_of[n] = [rng.randrange(256, llama.vocab) for _ in range(n)]
+
+    # Before timing anything: both sides must read the file alike. Greedy continuations of the same
+    # prompt agree token for token until a near-tie (the 8-bit activations round differently).
+    check = prompt_of[min(prompt_of)]
+    ours_ids = run_tessera(a.tessera, a.model, thread_counts[0], check, 16, a.tessera_arg)["ids"]
+    theirs_ids = llama.greedy(check, 16, thread_counts[0])
+    common = next((i for i, (x, y) in enumerate(zip(ours_ids, theirs_ids)) if x != y), min(len(ours_ids), len(theirs_ids)))
+    print(f"# check: 16 greedy tokens after the same {len(check)}-token prompt agree on the first {common}")
+    print(f"#   tessera   {ours_ids}\n#   llama.cpp {theirs_ids}")
+    if common < 4:
+        print("# WARNING: tessera and llama.cpp disagree within 4 tokens: check the file before trusting the timings")
 
     cases = [(t, "B1", n) for t in thread_counts for n in contexts] + \
             [(t, "B2", n) for t in thread_counts for n in prefills]

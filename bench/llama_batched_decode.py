@@ -18,6 +18,16 @@ import numpy as np
 import llama_cpp as L
 
 
+def extra_bufts_default():
+    """llama.cpp's default (its CPU weight repacking on) unless the CPU has AMX: there its AMX
+    repacking buffers crash llama_decode on our VMs, so they are turned off (and the run says so)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " amx_tile" not in f.read()
+    except OSError:
+        return True
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -26,12 +36,14 @@ def main():
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--extra-bufts", choices=["auto", "on", "off"], default="auto")
     a = ap.parse_args()
     B, IN, OUT = a.batch, a.input_len, a.output_len
 
     L.llama_backend_init()
     mp = L.llama_model_default_params()
-    mp.use_extra_bufts = False  # the AMX repacking buffers crash in llama_decode on this VM
+    # llama.cpp's default, except on AMX hosts where its AMX repacking buffers crash llama_decode.
+    mp.use_extra_bufts = extra_bufts_default() if a.extra_bufts == "auto" else a.extra_bufts == "on"
     model = L.llama_model_load_from_file(a.model.encode(), mp)
     if not model:
         sys.exit("cannot load " + a.model)
@@ -84,7 +96,7 @@ def main():
             sys.exit("decode llama_decode failed")
         last = argmax_rows(range(B))
     t2 = time.perf_counter()
-    print(json.dumps({"B": B, "prefill_s": t1 - t0, "decode_s": t2 - t1,
+    print(json.dumps({"B": B, "extra_bufts": bool(mp.use_extra_bufts), "prefill_s": t1 - t0, "decode_s": t2 - t1,
                       "decode_tok_s": B * (OUT - 1) / (t2 - t1)}))
     L.llama_batch_free(batch)
     L.llama_free(ctx)
