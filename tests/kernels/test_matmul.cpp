@@ -189,6 +189,48 @@ TEST(Matmul, PackedLayoutOfKQuantRecords) {
   }
 }
 
+// Seeded fuzz over shapes: every weight type, rows 1..70 (rarely a multiple of the 16-row group),
+// cols any whole number of blocks (32-block types: mostly not a multiple of 256; K-quants: 1..20
+// super-blocks), m 1..20, each ISA level, packed and not, through matmul and matmul_group (the
+// group's fused row split starts ranges inside groups): bit for bit the scalar twin.
+TEST(Matmul, FuzzOddShapesBitForBit) {
+  IsaRestorer restore;
+  ThreadPool pool(2);
+  std::mt19937 rng(2026);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int iter = 0; iter < 48; ++iter) {
+    const DType type = kAllWeightTypes[static_cast<size_t>(iter) % std::size(kAllWeightTypes)];
+    const int64_t block = dtype_block_size(type) == 1 ? 8 : dtype_block_size(type);  // floats: odd widths too
+    const int64_t cols = block * pick(1, is_kquant(type) ? 20 : 40), rows = pick(1, 70), rows2 = pick(1, 40);
+    const int64_t m = pick(1, 20);
+    const auto d1 = random_weights(type, rows, cols, static_cast<uint32_t>(iter * 2 + 1));
+    const auto d2 = random_weights(type, rows2, cols, static_cast<uint32_t>(iter * 2 + 2));
+    const WeightMatrix w1 = WeightMatrix::view(type, d1.data(), rows, cols);
+    const WeightMatrix w2 = WeightMatrix::view(type, d2.data(), rows2, cols);
+    WeightMatrix p1 = w1, p2 = w2;
+    p1.pack();
+    p2.pack();
+    const auto x = random_x(m * cols, static_cast<uint32_t>(iter + 100));
+    std::vector<float> ref1(static_cast<size_t>(m * rows)), ref2(static_cast<size_t>(m * rows2));
+    matmul_ref(w1, x.data(), m, ref1.data());
+    matmul_ref(w2, x.data(), m, ref2.data());
+    for (IsaLevel level : available_levels()) {
+      set_isa_level(level);
+      for (bool packed : {false, true}) {
+        const WeightMatrix& a = packed ? p1 : w1;
+        const WeightMatrix& b = packed ? p2 : w2;
+        std::vector<float> y1(ref1.size(), NAN), y2(ref2.size(), NAN), g1(ref1.size(), NAN);
+        matmul(a, x.data(), m, y1.data(), pool);
+        const MatmulOut outs[] = {{&b, y2.data()}, {&a, g1.data()}};
+        matmul_group(outs, x.data(), m, pool);
+        EXPECT_TRUE(same_bits(ref1, y1) && same_bits(ref2, y2) && same_bits(ref1, g1))
+            << dtype_name(type) << " rows=" << rows << "/" << rows2 << " cols=" << cols << " m=" << m << " "
+            << isa_name(level) << (packed ? " packed" : "");
+      }
+    }
+  }
+}
+
 TEST(Matmul, FloatWeightsWithOddColumnCount) {
   ThreadPool pool(1);
   const int64_t rows = 5, cols = 24;  // not a multiple of 16: the fast path defers to the twin
