@@ -47,6 +47,12 @@ fi
 mkdir -p models
 ln -sf "$model_path" models/SmolLM2-135M-Instruct.Q4_1.gguf
 
+# Offline golden generators only (never needed by the build or the tests): jinja2 and gguf for
+# scripts/gen_jinja_goldens.py.
+if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
+  "$PYTHON" -m pip install -q jinja2 gguf 2>&1 | grep -v -i "warning" || true
+fi
+
 # The server's end-to-end tests talk to `tessera serve` with the official OpenAI client.
 if ! "$PYTHON" -c "import openai, pytest" 2>/dev/null; then
   echo "setup: installing the openai client and pytest (end-to-end tests)"
