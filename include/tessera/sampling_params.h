@@ -8,6 +8,26 @@
 
 namespace tessera {
 
+// Structured output: the generated text is constrained to a language (grammar-constrained
+// decoding). The engine compiles it at submit(); a spec it cannot enforce (an unsupported JSON
+// Schema keyword, an invalid regex or grammar) is refused there with kInvalidArgument naming the
+// problem, never run unconstrained.
+struct StructuredOutput {
+  enum class Kind {
+    kNone,        // unconstrained
+    kJsonObject,  // any JSON object (response_format json_object)
+    kJsonSchema,  // `text` is a JSON Schema (response_format json_schema)
+    kRegex,       // `text` is a regular expression the whole output matches
+    kGrammar,     // `text` is a grammar in tessera's GBNF-style syntax (see src/grammar/grammar.h)
+    kChoice,      // the output is exactly one of `choices`
+  };
+  Kind kind = Kind::kNone;
+  std::string text;
+  std::vector<std::string> choices;
+  bool any_whitespace = false;  // JSON kinds: allow [ \t\n\r]* between tokens (default: compact,
+                                // one optional space after ',' and ':')
+};
+
 struct SamplingParams {
   int32_t n = 1;                       // samples per prompt (they share the prompt's KV blocks)
   float temperature = 1.0f;            // 0 = greedy (argmax)
@@ -25,6 +45,7 @@ struct SamplingParams {
   bool ignore_eos = false;             // keep going past EOS (benchmarks)
   std::optional<int32_t> logprobs;     // return this many top logprobs per token (0 = only the chosen)
   bool include_stop_str_in_output = false;
+  StructuredOutput structured;         // constrained decoding (kNone: off)
 };
 
 }  // namespace tessera

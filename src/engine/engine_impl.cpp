@@ -108,6 +108,8 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
     TESSERA_TRY(e->create_draft_proposer(sc, rc, kv_dtype));  // n-gram or draft model (engine_spec.cpp)
   }
   e->eos_ids_ = e->tokenizer_->eog_ids();
+  e->grammar_cache_ = std::make_unique<grammar::GrammarCache>(
+      std::make_shared<const grammar::TokenTable>(grammar_vocabulary(*e->tokenizer_)));
 
   ModelInfo& info = e->info_;
   info.name = mc.name;

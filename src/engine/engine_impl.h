@@ -12,12 +12,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "engine/engine_requests.h"
+#include "grammar/compiled_grammar.h"
 #include "spec/draft_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/speculator.h"
@@ -68,6 +70,13 @@ class EngineImpl final : public Engine {
                       const std::vector<std::pair<int64_t, int64_t>>& decoding);
   std::span<const float> draft_probs_of(const sched::ScheduledSeq& s) const;
   void publish_metrics();
+  // Structured outputs (engine_grammar.cpp): compile and attach a request's grammar at submit;
+  // start the step's token masks on a helper thread while the forward runs; the masks of a
+  // scheduled sequence (waits for them), empty when unconstrained.
+  Status attach_grammar(ActiveRequest& req);
+  void start_grammar_masks(const sched::SchedulerOutput& out);
+  void wait_grammar_masks();
+  std::span<const uint64_t> grammar_masks_of(const sched::ScheduledSeq& s);
 
   EngineConfig config_;
   ModelInfo info_;
@@ -91,6 +100,15 @@ class EngineImpl final : public Engine {
   std::vector<spec::DraftRequest> draft_requests_;
   double propose_seconds_ = 0.0;  // proposer time in this step (for drafts of the next one)
   std::unordered_map<int64_t, std::vector<float>> draft_probs_;  // seq id -> [k][vocab] q rows
+  // Structured outputs: compiled grammars by text (thread-safe: submit() compiles), and the
+  // step's mask jobs (sample, its draft tokens) run by grammar_future_ during the forward.
+  std::unique_ptr<grammar::GrammarCache> grammar_cache_;
+  struct GrammarJob {
+    SampleState* sample;
+    std::span<const int32_t> drafts;
+  };
+  std::vector<GrammarJob> grammar_jobs_;
+  std::future<void> grammar_future_;
 
   // Shared with client threads.
   mutable std::mutex mutex_;

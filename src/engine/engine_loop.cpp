@@ -105,6 +105,7 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
     s.output = std::make_unique<OutputProcessor>(*tokenizer_, p.stop, p.include_stop_str_in_output);
   }
   for (SampleState& s : req->samples) req->rng_ptrs.push_back(&s.rng);
+  TESSERA_TRY(attach_grammar(*req));  // structured output: compiled here, off the engine thread
   EngineMessage msg;
   msg.kind = EngineMessage::Kind::kAdd;
   msg.request_id = req->id;

@@ -6,6 +6,8 @@
 
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
+#include "grammar/matcher.h"
+#include "tokenizer/tokenizer.h"
 #include "sample/rng.h"
 #include "tessera/engine.h"
 #include "util/timer.h"
@@ -18,6 +20,11 @@ struct SampleState {
   sample::Rng rng;
   bool finished = false;
   Clock::time_point last_token_time;
+  // Structured output: where this sample stands in the request's grammar (advanced by every
+  // committed token), and the allowed-token masks of its logits rows in the current step
+  // ([rows][mask words], rows = drafts + 1), computed while the forward runs.
+  std::optional<grammar::GrammarMatcher> grammar;
+  std::vector<uint64_t> grammar_masks;
 };
 
 struct ActiveRequest {
@@ -32,7 +39,12 @@ struct ActiveRequest {
   int32_t num_cached_prompt_tokens = 0;
   int32_t num_finished_samples = 0;
   uint64_t cache_extra_key = 0;                     // kv::hash_cache_salt(cache salt), 0 = none
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // structured output, or null
 };
+
+// The vocabulary as the grammar engine sees it (engine_grammar.cpp): each token's bytes (none
+// for control tokens) and the end-of-generation ids.
+grammar::TokenVocabulary grammar_vocabulary(const tokenizer::Tokenizer& tok);
 
 struct EngineMessage {
   enum class Kind { kAdd, kAbort } kind = Kind::kAdd;

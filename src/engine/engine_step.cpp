@@ -43,6 +43,7 @@ bool EngineImpl::step() {
     }
   }
 
+  start_grammar_masks(out);  // constrained rows' masks, computed while the forward runs
   const SamplingLookup lookup = [this](const sched::ScheduledSeq& s) {
     SequenceSampling ss;
     auto it = requests_.find(s.request_id);
@@ -53,9 +54,11 @@ bool EngineImpl::step() {
     ss.prompt = req.prompt_ids;
     ss.output = req.samples[static_cast<size_t>(s.sample_index)].output_ids;
     ss.draft_probs = draft_probs_of(s);  // draft-model q rows; empty for n-gram and greedy
+    ss.allowed_tokens = grammar_masks_of(s);
     return ss;
   };
   const RunnerOutput& result = runner_->execute(out, lookup);
+  wait_grammar_masks();
   const std::vector<sched::RequestUpdate> updates = scheduler_->update_from_output(out, result.sampled);
   live_metrics_.num_steps += 1;
   live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());
@@ -128,11 +131,15 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
     RequestOutput ev;
     ev.sample_index = u.sample_index;
     bool stopped_by_string = false;
+    bool grammar_refused = false;
     const SampledLogprobs* lp = req.params.logprobs ? logprobs_of(u.seq_id) : nullptr;
     for (size_t t = 0; t < u.new_token_ids.size(); ++t) {
       const int32_t token = u.new_token_ids[t];
       sample.output_ids.push_back(token);
       ev.token_ids.push_back(token);
+      // The masks only let allowed tokens through, so a refusal is an engine bug: end the sample
+      // with an error rather than emit text outside the grammar.
+      if (sample.grammar && !sample.grammar->accept_token(token)) grammar_refused = true;
       if (lp) {
         // A parallel-sampling root's row holds one entry per sample.
         const size_t k = lp->tokens.size() == req.samples.size() && u.new_token_ids.size() == 1
@@ -161,9 +168,16 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
       }
       sample.last_token_time = now;
     }
-    if (stopped_by_string) {
+    // A grammar with nothing left to match ends the sample (as a stop string would).
+    const bool grammar_complete = sample.grammar && sample.grammar->is_complete();
+    if (grammar_refused) {
+      if (!u.finished()) scheduler_->finish_request(u.seq_id, sched::RequestStatus::kFinishedError);
+      ev.finish_reason = FinishReason::kError;
+      ev.error = "internal error: a sampled token is outside the request's grammar";
+    } else if (stopped_by_string || (grammar_complete && !u.finished())) {
       if (!u.finished()) scheduler_->finish_request(u.seq_id, sched::RequestStatus::kFinishedStopped);
       ev.finish_reason = FinishReason::kStop;
+      if (!stopped_by_string) ev.text_delta += sample.output->flush();
     } else if (u.finished()) {
       ev.finish_reason = finish_reason_of(u.status);
       ev.text_delta += sample.output->flush();

@@ -1,6 +1,7 @@
 #include "runner/model_runner.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "util/op_profile.h"
 
@@ -146,6 +147,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
     if (!s.needs_logits) continue;
     sampling_[i] = lookup(s);
     const SequenceSampling& ss = sampling_[i];
+    if (!ss.allowed_tokens.empty()) apply_token_masks(logits_.data() + row * vocab, s.num_spec_tokens + 1, ss.allowed_tokens);
     if (ss.params != nullptr && sample::is_plain_greedy(*ss.params) && s.num_spec_tokens == 0 && s.num_samples == 1) {
       greedy_rows_.emplace_back(static_cast<int32_t>(i), row);
     }
@@ -174,6 +176,26 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
                     result.num_accepted_drafts[i]);
   }
   return result;
+}
+
+void ModelRunner::apply_token_masks(float* rows, int32_t num_rows, std::span<const uint64_t> allowed) const {
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  const size_t words = (vocab + 63) / 64;
+  TESSERA_CHECK(allowed.size() >= static_cast<size_t>(num_rows) * words, "token mask of {} words for {} rows",
+                allowed.size(), num_rows);
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  for (int32_t r = 0; r < num_rows; ++r) {
+    float* row = rows + static_cast<size_t>(r) * vocab;
+    const uint64_t* mask = allowed.data() + static_cast<size_t>(r) * words;
+    for (size_t w = 0; w < words; ++w) {
+      const uint64_t bits = mask[w];
+      if (bits == ~uint64_t{0}) continue;
+      const size_t end = std::min(vocab, w * 64 + 64);
+      for (size_t t = w * 64; t < end; ++t) {
+        if (!((bits >> (t & 63)) & 1)) row[t] = kMinusInf;
+      }
+    }
+  }
 }
 
 void ModelRunner::sample_sequence(const sched::ScheduledSeq& seq, const float* rows, const SequenceSampling& s,

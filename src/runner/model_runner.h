@@ -44,6 +44,10 @@ struct SequenceSampling {
   std::span<const int32_t> prompt;           // prompt token ids
   std::span<const int32_t> output;           // generated so far (this sample)
   std::span<const float> draft_probs;        // [k][vocab] draft distributions, empty for n-gram
+  // Structured output: [k + 1][ceil(vocab / 64)] bitsets of the allowed tokens of each logits row
+  // (bit i of word i / 64 = token i); empty = unconstrained. Disallowed logits become -inf
+  // before any sampling, so greedy, sampling and the rejection sampler only see allowed tokens.
+  std::span<const uint64_t> allowed_tokens;
 };
 using SamplingLookup = std::function<SequenceSampling(const sched::ScheduledSeq&)>;
 
@@ -76,6 +80,8 @@ class ModelRunner {
 
  private:
   void build_batch(const sched::SchedulerOutput& out);
+  // Sets the logits of tokens not in `allowed` ([rows][words]) to -inf, rows in place.
+  void apply_token_masks(float* rows, int32_t num_rows, std::span<const uint64_t> allowed) const;
   void append_padding_lanes(int32_t num_idle_lanes);
   void sample_sequence(const sched::ScheduledSeq& seq, const float* rows, const SequenceSampling& s,
                        std::vector<int32_t>& tokens, SampledLogprobs& logprobs, int32_t& num_accepted);

@@ -7,6 +7,7 @@
 
 #include "server/json_fields.h"
 #include "server/protocol.h"
+#include "server/structured_output_parse.h"
 
 namespace tessera::server {
 namespace {
@@ -196,6 +197,7 @@ std::optional<ApiError> parse_common(const Fields& f, const ProtocolLimits& limi
   std::string ignored;
   TESSERA_API_TRY(f.string("user", &ignored));
   TESSERA_API_TRY(f.string("cache_salt", &spec->cache_salt));
+  TESSERA_API_TRY(parse_structured_output(f, &p));
   if (const json* bias = f.get("logit_bias")) {
     if (!bias->is_object()) return Fields::type_error("logit_bias", "an object", *bias);
     if (!bias->empty()) return ApiError{ErrorType::kNotImplemented, "'logit_bias' is not supported", "logit_bias"};
@@ -221,7 +223,9 @@ std::optional<ApiError> parse_completion(const json& obj, const ProtocolLimits& 
       "presence_penalty", "frequency_penalty", "repetition_penalty", "logprobs", "echo", "stream",
       "stream_options", "user", "ignore_eos", "min_tokens", "stop_token_ids",
       "include_stop_str_in_output", "best_of", "suffix", "logit_bias", "cache_salt"};
-  TESSERA_API_TRY(check_unknown_fields(obj, kKnown));
+  std::set<std::string> known = kKnown;
+  known.insert(std::begin(kStructuredOutputFields), std::end(kStructuredOutputFields));
+  TESSERA_API_TRY(check_unknown_fields(obj, known));
   const Fields f(obj);
   TESSERA_API_TRY(parse_common(f, limits, spec));
   TESSERA_API_TRY(parse_prompt(f.get("prompt"), limits, &spec->prompts));
@@ -260,7 +264,9 @@ std::optional<ApiError> parse_chat(const json& obj, const ProtocolLimits& limits
       "logprobs", "top_logprobs", "stream", "stream_options", "user", "ignore_eos", "min_tokens",
       "stop_token_ids", "include_stop_str_in_output", "logit_bias", "response_format", "tools",
       "tool_choice", "parallel_tool_calls", "cache_salt", "metadata", "store"};
-  TESSERA_API_TRY(check_unknown_fields(obj, kKnown));
+  std::set<std::string> known = kKnown;
+  known.insert(std::begin(kStructuredOutputFields), std::end(kStructuredOutputFields));
+  TESSERA_API_TRY(check_unknown_fields(obj, known));
   const Fields f(obj);
   TESSERA_API_TRY(parse_common(f, limits, spec));
   TESSERA_API_TRY(parse_messages(f.get("messages"), limits, &spec->messages));
@@ -275,15 +281,6 @@ std::optional<ApiError> parse_chat(const json& obj, const ProtocolLimits& limits
     TESSERA_API_TRY(f.integer("top_logprobs", 0, limits.max_logprobs, &x));
     if (!spec->return_logprobs) return bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     spec->num_top_logprobs = static_cast<int32_t>(x);
-  }
-  if (const json* rf = f.get("response_format")) {
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
-      return bad("response_format", "'response_format' must be an object with a string 'type'");
-    }
-    if ((*rf)["type"] != "text") {
-      return ApiError{ErrorType::kNotImplemented, "only response_format type 'text' is supported",
-                      "response_format"};
-    }
   }
   if (const json* tools = f.get("tools")) {
     if (!tools->is_array()) return Fields::type_error("tools", "a list", *tools);
@@ -316,6 +313,12 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
   TESSERA_API_TRY(kind == ApiKind::kCompletion ? parse_completion(obj, limits, &spec)
                                                : parse_chat(obj, limits, &spec));
   if (spec.return_logprobs) spec.params.logprobs = spec.num_top_logprobs;
+  if (spec.params.structured.kind == StructuredOutput::Kind::kJsonSchema) {
+    // The schema again with its keys in the client's order (json above sorts them): properties
+    // are generated in the order the schema lists them.
+    const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+    spec.params.structured.text = ordered["response_format"]["json_schema"]["schema"].dump();
+  }
   *out = std::move(spec);
   return std::nullopt;
 }
