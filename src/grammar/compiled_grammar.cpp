@@ -12,12 +12,12 @@ enum class TokenClass : uint8_t { kRejected, kAccepted, kUncertain };
 
 // Walks every token from position `pos` in sorted order, one state per prefix depth, skipping a
 // whole subtree when its prefix dies. `cls` is [vocab] scratch (only sorted ids are written).
-PositionTokens classify_position(StackAutomaton& automaton, const TokenTable& tokens, int32_t pos,
+PositionTokens classify_position(StackAutomaton& automaton, const TokenTable& tokens, int32_t start_node,
                                  std::vector<TokenClass>& cls) {
   const auto sorted = tokens.sorted();
   const auto lcp_prev = tokens.lcp_prev();
   const auto n = static_cast<int32_t>(sorted.size());
-  std::vector<int32_t> states{automaton.position_state(pos)};
+  std::vector<int32_t> states{automaton.node_state(start_node)};
   std::vector<uint8_t> exited{0};  // exited[d]: the frame could be left before byte d
   PositionTokens out;
   int32_t num_accepted = 0;
@@ -60,6 +60,61 @@ PositionTokens classify_position(StackAutomaton& automaton, const TokenTable& to
   return out;
 }
 
+// The frames known to lie under any frame of a rule: a rule called from exactly one place (tail
+// calls of itself aside) always returns there, and so on up while the caller is unique as well.
+// Classifying a position over {position, known frames} instead of {position, bottom} lets
+// tokens that run past the rule's end (`abc",` in a JSON string) be decided at compile time;
+// only leaving the known frames stays context-dependent. Sound because every run-time stack
+// with a top at that position has these frames under it.
+class KnownParents {
+ public:
+  KnownParents(const Grammar& g, StackAutomaton& automaton) : g_(g), automaton_(automaton) {
+    const auto num_rules = static_cast<size_t>(g.num_rules());
+    rule_of_.assign(static_cast<size_t>(g.num_positions()), -1);
+    site_.assign(num_rules, kNoSite);
+    parent_.assign(num_rules, kUnknown);
+    for (int32_t r = 0; r < g.num_rules(); ++r) {
+      for (int32_t start : g.rule_alts[r]) {
+        for (int32_t p = start;; ++p) {
+          rule_of_[p] = r;
+          if (g.elements[p].kind == Element::kEnd) break;
+        }
+      }
+    }
+    site_[g.root] = kManySites;  // entered at the start too
+    for (int32_t p = 0; p < g.num_positions(); ++p) {
+      const Element& el = g.elements[p];
+      if (el.kind != Element::kRule) continue;
+      const bool self_tail = el.index == rule_of_[p] && g.elements[p + 1].kind == Element::kEnd;
+      if (self_tail) continue;
+      int32_t& site = site_[el.index];
+      site = site == kNoSite ? p : kManySites;
+    }
+  }
+
+  int32_t rule_of(int32_t pos) const { return rule_of_[pos]; }
+
+  // The node a frame of `rule` returns to (StackAutomaton::kBottom when unknown).
+  int32_t parent_of(int32_t rule, int depth = 0) {
+    if (parent_[rule] != kUnknown) return parent_[rule];
+    const int32_t site = site_[rule];
+    int32_t parent = StackAutomaton::kBottom;
+    if (site >= 0 && depth < 64) {
+      const int32_t caller_parent = parent_of(rule_of_[site], depth + 1);
+      parent = g_.elements[site + 1].kind == Element::kEnd ? caller_parent
+                                                            : automaton_.node(site + 1, caller_parent);
+    }
+    parent_[rule] = parent;
+    return parent;
+  }
+
+ private:
+  static constexpr int32_t kNoSite = -1, kManySites = -2, kUnknown = -1;
+  const Grammar& g_;
+  StackAutomaton& automaton_;
+  std::vector<int32_t> rule_of_, site_, parent_;
+};
+
 }  // namespace
 
 Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
@@ -75,9 +130,11 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   StackAutomaton automaton(out->grammar);
   std::vector<TokenClass> cls(static_cast<size_t>(out->tokens->vocab_size()),
                               TokenClass::kRejected);
+  KnownParents known(g, automaton);
   for (int32_t p = 0; p < g.num_positions(); ++p) {
     if (g.elements[p].kind != Element::kBytes) continue;
-    out->positions[p] = classify_position(automaton, *out->tokens, p, cls);
+    const int32_t start = automaton.node(p, known.parent_of(known.rule_of(p)));
+    out->positions[p] = classify_position(automaton, *out->tokens, start, cls);
     out->num_uncertain += out->positions[p].uncertain.size();
     if (automaton.overflowed()) {
       return Error{ErrorCode::kInvalidArgument,

@@ -458,16 +458,34 @@ class Parser {
     return ok_status();
   }
 
+  // Only rules reachable from root are kept (renumbered in order of first reach, root first), so
+  // unused library rules (the JSON front end's formats) cost nothing downstream.
   Grammar flatten(int32_t root) {
+    std::vector<int32_t> new_id(rules_.size(), -1);
+    std::vector<int32_t> order{root};
+    new_id[root] = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      for (const auto& alt : rules_[order[i]].alts) {
+        for (const auto& it : alt) {
+          if (it.kind == Element::kRule && new_id[it.index] < 0) {
+            new_id[it.index] = static_cast<int32_t>(order.size());
+            order.push_back(it.index);
+          }
+        }
+      }
+    }
     Grammar g;
-    g.root = root;
+    g.root = 0;
     g.byte_sets = byte_sets_;
-    g.rule_alts.resize(rules_.size());
-    for (size_t r = 0; r < rules_.size(); ++r) {
-      g.rule_names.push_back(rules_[r].name);
-      for (const auto& alt : rules_[r].alts) {
+    g.rule_alts.resize(order.size());
+    for (size_t r = 0; r < order.size(); ++r) {
+      const RuleDef& rule = rules_[order[r]];
+      g.rule_names.push_back(rule.name);
+      for (const auto& alt : rule.alts) {
         g.rule_alts[r].push_back(static_cast<int32_t>(g.elements.size()));
-        for (const auto& it : alt) g.elements.push_back({it.kind, it.index});
+        for (const auto& it : alt) {
+          g.elements.push_back({it.kind, it.kind == Element::kRule ? new_id[it.index] : it.index});
+        }
         g.elements.push_back({Element::kEnd, static_cast<int32_t>(r)});
       }
     }

@@ -16,20 +16,42 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // Shared value rules. `ws` sits inside brackets, `comma` and `colon` between members.
+// Whitespace and separators are written inline at every use (not as shared rules): a rule with
+// one call site lets the compiler know what follows it, so tokens like ` "name` after a COLON are
+// decided at compile time instead of on every step (see KnownParents in compiled_grammar.cpp).
+struct Separators {
+  std::string ws, comma, colon;
+};
+Separators separators(const JsonSchemaOptions& options) {
+  if (options.whitespace == JsonWhitespace::kAny) {
+    return {"[ \\t\\n\\r]*", "( [ \\t\\n\\r]* \",\" [ \\t\\n\\r]* )", "( [ \\t\\n\\r]* \":\" [ \\t\\n\\r]* )"};
+  }
+  return {"\"\"", "( \",\" \" \"? )", "( \":\" \" \"? )"};
+}
+
+// The generated text marks separators with control bytes, which grammar_literal() never leaves
+// raw in a literal (it escapes them), so user strings cannot collide with the markers.
+constexpr char kWs = '\x01', kComma = '\x02', kColon = '\x03';
+#define WS_ "\x01"
+#define COMMA_ "\x02"
+#define COLON_ "\x03"
+
+std::string with_separators(const std::string& text, const Separators& sep) {
+  std::string out;
+  for (char c : text) {
+    if (c == kWs) out += sep.ws;
+    else if (c == kComma) out += sep.comma;
+    else if (c == kColon) out += sep.colon;
+    else out += c;
+  }
+  return out;
+}
+
 std::string base_rules(const JsonSchemaOptions& options) {
   std::string out;
-  if (options.whitespace == JsonWhitespace::kAny) {
-    out += "ws ::= [ \\t\\n\\r]*\n";
-    out += "comma ::= ws \",\" ws\n";
-    out += "colon ::= ws \":\" ws\n";
-  } else {
-    out += "ws ::= \"\"\n";
-    out += "comma ::= \",\" \" \"?\n";
-    out += "colon ::= \":\" \" \"?\n";
-  }
   out += R"(json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
-json-object ::= "{" ws ( json-string colon json-value ( comma json-string colon json-value )* )? ws "}"
-json-array ::= "[" ws ( json-value ( comma json-value )* )? ws "]"
+json-object ::= "{" )" WS_ R"( ( json-string )" COLON_ R"( json-value ( )" COMMA_ R"( json-string )" COLON_ R"( json-value )* )? )" WS_ R"( "}"
+json-array ::= "[" )" WS_ R"( ( json-value ( )" COMMA_ R"( json-value )* )? )" WS_ R"( "]"
 json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-int ::= "-"? ( "0" | [1-9] [0-9]* )
@@ -43,7 +65,7 @@ json-ipv4 ::= json-octet "." json-octet "." json-octet "." json-octet
 json-hostname ::= [a-zA-Z0-9]{1,20} ( "-" [a-zA-Z0-9]{1,20} )* ( "." [a-zA-Z0-9]{1,20} ( "-" [a-zA-Z0-9]{1,20} )* )*
 json-uri ::= [a-zA-Z] [a-zA-Z0-9+.-]* "://" [a-zA-Z0-9\-._~:/?#@!$&'()*+,;=%]+
 )";
-  return out;
+  return with_separators(out, separators(options));
 }
 
 const std::set<std::string>& annotation_keywords() {
@@ -63,7 +85,7 @@ class SchemaConverter {
     if (error_) return *error_;
     std::string out = "root ::= " + root_expr + "\n";
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
-    return out + base_rules(options_);
+    return with_separators(out, separators(options_)) + base_rules(options_);
   }
 
  private:
@@ -356,7 +378,7 @@ class SchemaConverter {
       }
     }
     struct Member {
-      std::string expr;  // key colon value
+      std::string expr;  // key COLON value
       bool required;
     };
     std::vector<Member> members;
@@ -364,30 +386,30 @@ class SchemaConverter {
     for (const auto& [key, sub] : props.items()) {
       declared.insert(key);
       const std::string value = visit(sub, hint + "-" + key, where + "/properties/" + key);
-      members.push_back({grammar_literal(Json(key).dump()) + " colon " + value, required.count(key) > 0});
+      members.push_back({grammar_literal(Json(key).dump()) + " " COLON_ " " + value, required.count(key) > 0});
     }
     for (const std::string& key : required) {
-      if (!declared.count(key)) members.push_back({grammar_literal(Json(key).dump()) + " colon json-value", true});
+      if (!declared.count(key)) members.push_back({grammar_literal(Json(key).dump()) + " " COLON_ " json-value", true});
     }
     const bool has_additional = schema.contains("additionalProperties");
     const Json additional = has_additional ? schema["additionalProperties"] : Json(false);
     if (members.empty()) {
       // No declared keys: a map when additionalProperties allows it (absent: any object).
       if (!has_additional || additional == true) return "json-object";
-      if (additional == false) return "( \"{\" ws \"}\" )";
+      if (additional == false) return "( \"{\" " WS_ " \"}\" )";
       const std::string value = visit(additional, hint + "-value", where + "/additionalProperties");
-      const std::string entry = "json-string colon " + value;
-      return define(hint, "\"{\" ws ( " + entry + " ( comma " + entry + " )* )? ws \"}\"");
+      const std::string entry = "json-string " COLON_ " " + value;
+      return define(hint, "\"{\" " WS_ " ( " + entry + " ( " COMMA_ " " + entry + " )* )? " WS_ " \"}\"");
     }
     // Declared keys in order, optional ones skippable. first[i]: nothing written before i;
-    // rest[i]: something was, so a comma leads.
+    // rest[i]: something was, so a COMMA leads.
     const size_t n = members.size();
     std::vector<std::string> first(n + 1), rest(n + 1);
     const std::string base = new_rule_name(hint + "-m");
     first[n] = rest[n] = "\"\"";
     for (size_t k = n; k-- > 0;) {
       const std::string& m = members[k].expr;
-      std::string rest_body = "comma " + m + " " + rest[k + 1];
+      std::string rest_body = COMMA_ " " + m + " " + rest[k + 1];
       if (!members[k].required) rest_body = "( " + rest_body + " | " + rest[k + 1] + " )";
       rest[k] = base + "-r" + std::to_string(k);
       used_names_.insert(rest[k]);
@@ -398,7 +420,7 @@ class SchemaConverter {
       used_names_.insert(first[k]);
       rules_.emplace_back(first[k], first_body);
     }
-    return define(hint, "\"{\" ws " + first[0] + " ws \"}\"");
+    return define(hint, "\"{\" " WS_ " " + first[0] + " " WS_ " \"}\"");
   }
 
   std::string visit_array(const Json& schema, const std::string& hint, const std::string& where) {
@@ -416,27 +438,27 @@ class SchemaConverter {
       if (!prefix.is_array() || min_items || max_items) {
         return fail(where, "'prefixItems' is supported as an array without minItems/maxItems"), "\"\"";
       }
-      std::string body = "\"[\" ws";
+      std::string body = "\"[\" " WS_ "";
       for (size_t i = 0; i < prefix.size(); ++i) {
-        body += (i ? " comma " : " ") + visit(prefix[i], hint + "-" + std::to_string(i),
+        body += (i ? " " COMMA_ " " : " ") + visit(prefix[i], hint + "-" + std::to_string(i),
                                              where + "/prefixItems/" + std::to_string(i));
       }
       if (items_allowed && schema.contains("items")) {
-        body += prefix.empty() ? " ( " + item + " ( comma " + item + " )* )?" : " ( comma " + item + " )*";
+        body += prefix.empty() ? " ( " + item + " ( " COMMA_ " " + item + " )* )?" : " ( " COMMA_ " " + item + " )*";
       }
-      return define(hint, body + " ws \"]\"");
+      return define(hint, body + " " WS_ " \"]\"");
     }
     if (!items_allowed) {
       if (min_items.value_or(0) > 0) return fail(where, "'items': false with minItems > 0"), "\"\"";
-      return "( \"[\" ws \"]\" )";
+      return "( \"[\" " WS_ " \"]\" )";
     }
     const int64_t lo = min_items.value_or(0);
-    if (max_items && *max_items == 0) return "( \"[\" ws \"]\" )";
+    if (max_items && *max_items == 0) return "( \"[\" " WS_ " \"]\" )";
     const int64_t more_hi = max_items.value_or(0) - 1;  // -1 (unbounded) without maxItems
-    const std::string tail = repeat("comma " + item, lo > 0 ? lo - 1 : 0, more_hi);
+    const std::string tail = repeat(COMMA_ " " + item, lo > 0 ? lo - 1 : 0, more_hi);
     std::string inner = item + " " + tail;
     if (lo == 0) inner = "( " + inner + " )?";
-    return define(hint, "\"[\" ws " + inner + " ws \"]\"");
+    return define(hint, "\"[\" " WS_ " " + inner + " " WS_ " \"]\"");
   }
 
   const Json& root_;

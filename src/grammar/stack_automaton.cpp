@@ -101,10 +101,12 @@ int32_t StackAutomaton::start_state() {
   return intern_scratch();
 }
 
-int32_t StackAutomaton::position_state(int32_t pos) {
+int32_t StackAutomaton::position_state(int32_t pos) { return node_state(node(pos, kBottom)); }
+
+int32_t StackAutomaton::node_state(int32_t n) {
   ++stamp_;
   scratch_.clear();
-  close(node(pos, kBottom));
+  close(n);
   return intern_scratch();
 }
 

@@ -44,6 +44,10 @@ class StackAutomaton {
   const Grammar& grammar() const { return *grammar_; }
   int32_t start_state();                 // the root rule's alternatives over the bottom
   int32_t position_state(int32_t pos);   // the single frame {pos, bottom}, closed
+  // The closure of one stack (node id from node()): a state.
+  int32_t node_state(int32_t node);
+  // The node {position, parent} (hash-consed).
+  int32_t node(int32_t position, int32_t parent);
   int32_t step(int32_t state, uint8_t byte);
   int32_t step_bytes(int32_t state, std::string_view bytes);  // kDeadState as soon as it dies
 
@@ -68,7 +72,6 @@ class StackAutomaton {
     size_t operator()(const std::vector<int32_t>& v) const;
   };
 
-  int32_t node(int32_t position, int32_t parent);
   // Adds to scratch_ every top reachable from `start` without consuming a byte.
   void close(int32_t start);
   int32_t intern_scratch();  // sorts and dedupes scratch_, returns its state id
