@@ -25,7 +25,9 @@ constexpr ErrorRow kErrorTable[] = {
     {ErrorType::kPayloadTooLarge, 413, "invalid_request_error", "payload_too_large"},
     {ErrorType::kRateLimit, 429, "rate_limit_error", "too_many_requests"},
     {ErrorType::kInternal, 500, "server_error", nullptr},
-    {ErrorType::kNotImplemented, 501, "invalid_request_error", "not_implemented"},
+    // A known parameter this server cannot honor: the client's request is what must change, so it
+    // is a 400 (vLLM's answer too); a 501 makes the openai client retry three times.
+    {ErrorType::kNotImplemented, 400, "invalid_request_error", "unsupported_parameter"},
     {ErrorType::kUnavailable, 503, "server_error", "service_unavailable"},
 };
 

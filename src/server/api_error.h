@@ -20,7 +20,7 @@ enum class ErrorType {
   kPayloadTooLarge,   // 413: body over --max-body-bytes
   kRateLimit,         // 429: too many queued requests
   kInternal,          // 500: the engine failed this request
-  kNotImplemented,    // 501: a valid field this server does not implement
+  kNotImplemented,    // 400 unsupported_parameter: a known field this server cannot honor
   kUnavailable,       // 503: shutting down
 };
 

@@ -96,7 +96,7 @@ std::optional<ApiError> prepare(const Engine& engine, GenerateSpec& spec, Prepar
     spec.params.max_tokens = static_cast<int32_t>(
         spec.kind == ApiKind::kChat ? room : std::min<int64_t>(spec.params.max_tokens, room));
   }
-  return std::nullopt;
+  return check_min_tokens(spec);
 }
 
 // Everything one generate request holds while it runs (shared with the stream provider).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 namespace tessera::server {
 namespace {
@@ -26,6 +27,65 @@ int json_depth(std::string_view body, int limit) {
   }
   return max_depth;
 }
+
+// Walks a body whose DOM parse failed, keeping the path to the value being read, so a number the
+// parser refuses (1e400 overflows a double) is reported as the field that holds it:
+// "temperature", "messages[0].content", "stream_options.include_usage".
+class PathTracker : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return value_done(); }
+  bool boolean(bool) override { return value_done(); }
+  bool number_integer(number_integer_t) override { return value_done(); }
+  bool number_unsigned(number_unsigned_t) override { return value_done(); }
+  bool number_float(number_float_t, const string_t&) override { return value_done(); }
+  bool string(string_t&) override { return value_done(); }
+  bool binary(binary_t&) override { return value_done(); }
+  bool start_object(std::size_t) override { return push(false); }
+  bool key(string_t& k) override {
+    frames_.back().key = k;
+    return true;
+  }
+  bool end_object() override { return pop(); }
+  bool start_array(std::size_t) override { return push(true); }
+  bool end_array() override { return pop(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+  // "a.b[2].c"; "" at the top level.
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.is_array) {
+        out += fmt::format("[{}]", f.num_items);
+      } else if (!f.key.empty()) {
+        if (!out.empty()) out += '.';
+        out += f.key;
+      }
+    }
+    return out;
+  }
+
+ private:
+  struct Frame {
+    bool is_array = false;
+    std::string key;        // objects: the key whose value is being read
+    int64_t num_items = 0;  // arrays: items completed so far (= the index being read)
+  };
+  bool value_done() {
+    if (!frames_.empty() && frames_.back().is_array) frames_.back().num_items += 1;
+    return true;
+  }
+  bool push(bool is_array) {
+    frames_.push_back(Frame{is_array, "", 0});
+    return true;
+  }
+  bool pop() {
+    frames_.pop_back();
+    return value_done();
+  }
+  std::vector<Frame> frames_;
+};
 
 }  // namespace
 
@@ -65,6 +125,13 @@ std::optional<ApiError> parse_object(std::string_view body, json* out) {
     const size_t pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
     return bad("", "Malformed JSON body: " + what);
+  } catch (const json::out_of_range&) {
+    // The syntax is fine but a number does not fit a double (1e400, -1e999): name its field.
+    PathTracker tracker;
+    json::sax_parse(body, &tracker);
+    const std::string field = tracker.path();
+    return bad(field, fmt::format("'{}' is out of range: the number does not fit a 64-bit float",
+                                  field.empty() ? "body" : field));
   }
   if (!out->is_object()) {
     return bad("", fmt::format("Request body must be a JSON object, got {}", type_word(*out)));

@@ -7,7 +7,10 @@
 //   - a field set to null is treated as absent (the openai client omits unset fields);
 //   - unknown fields are refused ("Unrecognized request argument supplied: x"), as OpenAI does;
 //   - known fields the engine cannot honor (logit_bias, suffix, tools, ...) are refused unless
-//     they carry their neutral value.
+//     they carry their neutral value: 400 invalid_request_error naming the parameter (a 5xx would
+//     make clients retry a request that can never succeed);
+//   - a number that does not fit a double (1e400) is a 400 naming its field;
+//   - min_tokens must not exceed max_tokens.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -64,6 +67,9 @@ bool is_valid_utf8(std::string_view bytes, size_t* bad_offset = nullptr);
 // Parses and validates a generate request body. On success fills *out and returns nullopt.
 std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body,
                                                const ProtocolLimits& limits, GenerateSpec* out);
+
+// 400 naming min_tokens when it exceeds max_tokens (a request that could never finish as asked).
+std::optional<ApiError> check_min_tokens(const GenerateSpec& spec);
 
 // /tokenize and /detokenize bodies.
 struct TokenizeSpec {

@@ -319,8 +319,18 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
     const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
     spec.params.structured.text = ordered["response_format"]["json_schema"]["schema"].dump();
   }
+  // Chat's default max_tokens is the room left in the context, checked once the prompt is known
+  // (check_min_tokens in the generate handler); an explicit or legacy default bound is known here.
+  if (kind == ApiKind::kCompletion || spec.max_tokens_given) TESSERA_API_TRY(check_min_tokens(spec));
   *out = std::move(spec);
   return std::nullopt;
+}
+
+std::optional<ApiError> check_min_tokens(const GenerateSpec& spec) {
+  const SamplingParams& p = spec.params;
+  if (p.min_tokens <= p.max_tokens) return std::nullopt;
+  return bad("min_tokens", fmt::format("'min_tokens' ({}) must not exceed 'max_tokens' ({}{})", p.min_tokens,
+                                       p.max_tokens, spec.max_tokens_given ? "" : ", the default"));
 }
 
 std::optional<ApiError> parse_tokenize_request(std::string_view body, const ProtocolLimits& limits,

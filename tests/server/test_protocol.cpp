@@ -1,6 +1,7 @@
 // Request parsing/validation, the error table and the response builders, without any engine.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
@@ -33,6 +34,9 @@ TEST(ApiError, TableMapsTypesToStatusesAndOpenAiJson) {
   EXPECT_EQ(http_status(ErrorType::kRateLimit), 429);
   EXPECT_EQ(http_status(ErrorType::kInternal), 500);
   EXPECT_EQ(http_status(ErrorType::kUnavailable), 503);
+  // Unsupported-but-known parameters are the client's to change: 400, never a retried 5xx.
+  EXPECT_EQ(http_status(ErrorType::kNotImplemented), 400);
+  EXPECT_STREQ(error_type_name(ErrorType::kNotImplemented), "invalid_request_error");
   EXPECT_EQ(error_body({ErrorType::kInvalidRequest, "'n' must be an integer", "n"}),
             R"({"error":{"code":null,"message":"'n' must be an integer","param":"n","type":"invalid_request_error"}})");
   EXPECT_EQ(error_body({ErrorType::kModelNotFound, "no", ""}),
@@ -148,6 +152,61 @@ TEST(ParseBody, MalformedBodies) {
             "Request body is nested deeper than 32 levels");
   const ApiError broken = expect_error(ApiKind::kCompletion, R"({"prompt": "x",)");
   EXPECT_EQ(broken.message.rfind("Malformed JSON body: parse error at line 1, column 16", 0), 0u) << broken.message;
+}
+
+// Finding 8 of issue 30: a number past a double's range was the JSON library's message as a 500.
+TEST(ParseBody, NumberOverflowIsA400NamingTheField) {
+  struct Case {
+    ApiKind kind;
+    const char* body;
+    const char* param;
+  };
+  const Case cases[] = {
+      {ApiKind::kCompletion, R"({"prompt":"x","temperature":1e400})", "temperature"},
+      {ApiKind::kCompletion, R"({"prompt":"x","top_p":-1e400})", "top_p"},
+      {ApiKind::kCompletion, R"({"prompt":"x","max_tokens":1e999})", "max_tokens"},
+      {ApiKind::kCompletion, R"({"prompt":[1,2,3e400]})", "prompt[2]"},
+      {ApiKind::kCompletion, R"({"prompt":"x","stream":true,"stream_options":{"include_usage":1e400}})",
+       "stream_options.include_usage"},
+      {ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"seed":1e400})", "seed"},
+      {ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"},{"role":"user","content":2e308}]})",
+       "messages[1].content"},
+      {ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"5":1e400}})",
+       "logit_bias.5"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = expect_error(c.kind, c.body);
+    EXPECT_EQ(e.type, ErrorType::kInvalidRequest) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.message, fmt::format("'{}' is out of range: the number does not fit a 64-bit float", c.param))
+        << c.body;
+  }
+  DetokenizeSpec d;
+  const std::optional<ApiError> e = parse_detokenize_request(R"({"tokens":[5,1e400]})", &d);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "tokens[1]");
+  TokenizeSpec t;
+  EXPECT_EQ(parse_tokenize_request(R"({"prompt":"x","add_special_tokens":1e400})", {}, &t)->param,
+            "add_special_tokens");
+  EXPECT_EQ(expect_error(ApiKind::kCompletion, "1e400").param, "");
+}
+
+// Finding 9: min_tokens above max_tokens reached the scheduler and came back as a 500.
+TEST(ParseBody, MinTokensAboveMaxTokensIsA400) {
+  ApiError e = expect_error(ApiKind::kCompletion, R"({"prompt":"x","max_tokens":4,"min_tokens":5})");
+  EXPECT_EQ(e.type, ErrorType::kInvalidRequest);
+  EXPECT_EQ(e.param, "min_tokens");
+  EXPECT_EQ(e.message, "'min_tokens' (5) must not exceed 'max_tokens' (4)");
+  e = expect_error(ApiKind::kCompletion, R"({"prompt":"x","min_tokens":17})");
+  EXPECT_EQ(e.message, "'min_tokens' (17) must not exceed 'max_tokens' (16, the default)");
+  e = expect_error(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":2,"min_tokens":3})");
+  EXPECT_EQ(e.param, "min_tokens");
+  GenerateSpec spec;
+  EXPECT_FALSE(parse(ApiKind::kCompletion, R"({"prompt":"x","max_tokens":5,"min_tokens":5})", &spec));
+  // Chat without max_tokens: bounded later by the context room (the handler calls check_min_tokens).
+  EXPECT_FALSE(parse(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"min_tokens":100})", &spec));
+  spec.params.max_tokens = 50;
+  EXPECT_EQ(check_min_tokens(spec)->message, "'min_tokens' (100) must not exceed 'max_tokens' (50, the default)");
 }
 
 TEST(ParseChat, MessagesAndChatFields) {
