@@ -33,6 +33,7 @@ struct MetricsSnapshot {
   int64_t generation_tokens = 0;
   int64_t num_requests_finished = 0;
   int64_t num_requests_aborted = 0;
+  int64_t num_requests_nonfinite = 0;    // failed: the model's logits held NaN/Inf
   int64_t num_kv_evictions = 0;
   int64_t num_cow_copies = 0;
   int64_t num_steps = 0;

@@ -62,6 +62,9 @@ class EngineImpl final : public Engine {
   void handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
                       const std::vector<sched::RequestUpdate>& updates);
   void finish_request_state(ActiveRequest& req);
+  // Ends every request whose logits rows were not usable this step (RunnerOutput::nonfinite_logits)
+  // with an error event; called before the scheduler consumes the step, which then skips them.
+  void fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result);
   // Speculation (engine_spec.cpp): proposer set-up at create time; after each step's updates,
   // drafts for the sequences still decoding; the q rows of a scheduled sequence's drafts.
   Status create_draft_proposer(const sched::SchedulerConfig& sc, const RunnerConfig& rc,

@@ -59,6 +59,7 @@ bool EngineImpl::step() {
   };
   const RunnerOutput& result = runner_->execute(out, lookup);
   wait_grammar_masks();
+  fail_nonfinite_requests(out, result);
   const std::vector<sched::RequestUpdate> updates = scheduler_->update_from_output(out, result.sampled);
   live_metrics_.num_steps += 1;
   live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());
@@ -95,6 +96,34 @@ bool EngineImpl::step() {
   }
   publish_metrics();
   return true;
+}
+
+void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result) {
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    if (result.nonfinite_logits[i] == 0) continue;
+    const sched::ScheduledSeq& s = out.seqs[i];
+    if (speculator_) speculator_->remove(s.seq_id);
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) continue;  // another sample of it already failed this step
+    scheduler_->abort_request(s.request_id, sched::RequestStatus::kFinishedError);
+    ActiveRequest& req = *it->second;
+    for (size_t k = 0; k < req.samples.size(); ++k) {
+      SampleState& sample = req.samples[k];
+      if (sample.finished) continue;
+      sample.finished = true;
+      RequestOutput ev;
+      ev.sample_index = static_cast<int32_t>(k);
+      ev.finish_reason = FinishReason::kError;
+      ev.error = "the model produced non-finite logits (NaN or Inf) for this request";
+      ev.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
+      ev.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
+      ev.num_output_tokens = static_cast<int32_t>(sample.output_ids.size());
+      req.stream->push(std::move(ev));
+    }
+    live_metrics_.num_requests_nonfinite += 1;
+    finish_request_state(req);
+    requests_.erase(it);
+  }
 }
 
 void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,

@@ -31,6 +31,7 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
   // Every logits row a step can ask for: each sequence's drafts + 1, within the token budget.
   const size_t max_rows = std::min(max_tokens, max_seqs * static_cast<size_t>(config.max_num_spec_tokens + 1));
   logits_.resize(max_rows * static_cast<size_t>(model.config().vocab_size));
+  row_usable_.resize(max_rows);
   spec_scratch_.resize(static_cast<size_t>(config.max_num_spec_tokens + 1));
 }
 
@@ -104,6 +105,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
   result.logprobs.resize(out.seqs.size());
   for (SampledLogprobs& lp : result.logprobs) lp.tokens.clear();
   result.num_accepted_drafts.assign(out.seqs.size(), 0);
+  result.nonfinite_logits.assign(out.seqs.size(), 0);
   for (const kv::CowCopy& copy : out.cow_copies) kv_.copy_block(copy.src_block, copy.dst_block);
   num_logits_rows_ = 0;
   num_padding_lanes_ = 0;
@@ -141,10 +143,22 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
   plain_greedy_.assign(out.seqs.size(), -1);
   greedy_rows_.clear();
   if (sampling_.size() < out.seqs.size()) sampling_.resize(out.seqs.size());
+  // Every row is checked before anything samples from it (one pass over the rows, on the pool).
+  pool_.for_chunks(static_cast<int64_t>(logits_rows_.size()), 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      row_usable_[static_cast<size_t>(r)] = logits_row_usable(logits_.data() + r * vocab, vocab) ? 1 : 0;
+    }
+  });
   size_t row = 0;
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
     if (!s.needs_logits) continue;
+    const size_t num_rows = static_cast<size_t>(s.num_spec_tokens + 1);
+    for (size_t r = row; r < row + num_rows; ++r) result.nonfinite_logits[i] |= row_usable_[r] == 0 ? 1 : 0;
+    if (result.nonfinite_logits[i] != 0) {
+      row += num_rows;
+      continue;
+    }
     sampling_[i] = lookup(s);
     const SequenceSampling& ss = sampling_[i];
     if (!ss.allowed_tokens.empty()) apply_token_masks(logits_.data() + row * vocab, s.num_spec_tokens + 1, ss.allowed_tokens);
@@ -168,6 +182,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
     if (!s.needs_logits) continue;
     const float* rows = logits_.data() + row * vocab;
     row += static_cast<size_t>(s.num_spec_tokens + 1);
+    if (result.nonfinite_logits[i] != 0) continue;  // no token: the engine fails the request
     if (plain_greedy_[i] >= 0) {
       result.sampled.sampled_token_ids[i].push_back(plain_greedy_[i]);
       continue;
@@ -196,6 +211,17 @@ void ModelRunner::apply_token_masks(float* rows, int32_t num_rows, std::span<con
       }
     }
   }
+}
+
+bool logits_row_usable(const float* row, size_t n) {
+  // NaN fails both comparisons; +Inf fails the first; -Inf (a masked token) is allowed.
+  bool all_ok = true, any_finite = false;
+  for (size_t j = 0; j < n; ++j) {
+    const float x = row[j];
+    all_ok &= x < std::numeric_limits<float>::infinity();
+    any_finite |= x > -std::numeric_limits<float>::infinity();
+  }
+  return all_ok && any_finite;
 }
 
 void ModelRunner::sample_sequence(const sched::ScheduledSeq& seq, const float* rows, const SequenceSampling& s,

@@ -60,7 +60,14 @@ struct RunnerOutput {
   sched::ModelRunnerOutput sampled;          // what the scheduler consumes
   std::vector<SampledLogprobs> logprobs;     // [seqs.size()] (empty entries when not asked)
   std::vector<int32_t> num_accepted_drafts;  // [seqs.size()] accepted draft tokens (speculation)
+  // [seqs.size()] 1 when a logits row of the sequence held NaN or +Inf (or no finite value): the
+  // sequence got no token, and the engine fails its request (a broken model or overflow must end
+  // that request with an error, not abort the process in the sampler).
+  std::vector<uint8_t> nonfinite_logits;
 };
+
+// True when every entry is finite or -Inf and at least one is finite: a row the sampler can use.
+bool logits_row_usable(const float* row, size_t n);
 
 class ModelRunner {
  public:
@@ -100,6 +107,7 @@ class ModelRunner {
   int32_t num_logits_rows_ = 0;
   int32_t num_padding_lanes_ = 0;          // static policy: idle lanes computed this step
   std::vector<SequenceSampling> sampling_;  // per scheduled seq: its lookup() (sampled seqs)
+  std::vector<uint8_t> row_usable_;         // [max logits rows] logits_row_usable of each row this step
   std::vector<int32_t> plain_greedy_;      // per scheduled seq: its argmax token, or -1 (sampled below)
   std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, first logits row) picked in parallel
   std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification

@@ -320,13 +320,14 @@ std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& 
   return updates;
 }
 
-bool Scheduler::abort_request(int64_t id) {
+bool Scheduler::abort_request(int64_t id, RequestStatus status) {
+  TESSERA_CHECK(is_finished(status), "abort_request needs a finished status");
   std::vector<int64_t> matched;
   for (const auto& [seq_id, r] : requests_) {
     if (seq_id == id || r.parent_id == id) matched.push_back(seq_id);
   }
   std::sort(matched.begin(), matched.end());
-  for (int64_t seq_id : matched) finish(requests_.at(seq_id), RequestStatus::kFinishedAborted);
+  for (int64_t seq_id : matched) finish(requests_.at(seq_id), status);
   return !matched.empty();
 }
 

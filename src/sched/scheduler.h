@@ -77,8 +77,9 @@ class Scheduler {
   // blocks than the cache has); kInvalidArgument for an empty prompt, duplicate id, n < 1, ...
   Status add_request(NewRequest request);
   // Aborts the sequence `id`, or all samples of user request `id`; frees every block. False if no
-  // live sequence matched.
-  bool abort_request(int64_t id);
+  // live sequence matched. `status` is the finished state they get (kFinishedError when the
+  // engine fails the request, e.g. on non-finite logits).
+  bool abort_request(int64_t id, RequestStatus status = RequestStatus::kFinishedAborted);
   // The engine finishes a sequence itself (a stop string matched); status must be a finished one.
   bool finish_request(int64_t seq_id, RequestStatus status);
   // Draft tokens for a running sequence's next step (speculative decoding). False if not running,

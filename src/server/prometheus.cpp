@@ -84,6 +84,8 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
             m.num_requests_finished);
   w.counter("tessera:request_aborted", "Requests aborted (client gone, shutdown).",
             m.num_requests_aborted);
+  w.counter("tessera:request_nonfinite_logits", "Requests failed because the model produced NaN/Inf logits.",
+            m.num_requests_nonfinite);
   w.counter("tessera:kv_cache_evictions", "Cached KV blocks evicted for reuse.", m.num_kv_evictions);
   w.counter("tessera:kv_cache_cow_copies", "Copy-on-write copies of shared KV blocks.", m.num_cow_copies);
   w.counter("tessera:engine_steps", "Engine steps (schedule -> forward -> update).", m.num_steps);

@@ -5,7 +5,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 
 #include "engine_harness.h"
 
@@ -314,6 +320,58 @@ TEST(EngineStories, StaticPolicyComputesPadRowsForFinishedLanes) {
   const auto cont_out = run_batch(*cont, reqs);
   EXPECT_EQ(tokens_of(static_out), tokens_of(cont_out));
   EXPECT_EQ(settled_metrics(*cont).padding_lane_steps, 0);
+}
+
+// Issue 30, finding 4: stories260K with its final norm weights set to `bad` (NaN or Inf), written
+// with the project's GGUF writer. Every logits row is then non-finite.
+std::string write_broken_norm_model(float bad, const std::string& name) {
+  auto file = gguf::GgufFile::open(kModel);
+  EXPECT_TRUE(file.ok());
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : file->metadata()) w.set_value(k, v);
+  std::vector<float> norm;
+  for (const auto& t : file->tensors()) {
+    if (t.name == "output_norm.weight") {
+      norm.assign(static_cast<size_t>(t.num_elements), bad);
+      EXPECT_TRUE(w.add_tensor_f32(t.name, t.dims, norm).ok());
+    } else {
+      EXPECT_TRUE(w.add_tensor_ref(t.name, t.dims, t.type, {t.data, t.num_bytes}).ok());
+    }
+  }
+  EXPECT_FALSE(norm.empty()) << "stories260K has no output_norm.weight";
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  EXPECT_TRUE(w.write(path).ok());
+  return path;
+}
+
+// Non-finite logits fail the request with an error event (counted), never the process; the
+// engine keeps serving and holds no blocks afterwards.
+TEST(EngineStories, NonFiniteLogitsFailTheRequestAndTheEngineKeepsServing) {
+  for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    const std::string path = write_broken_norm_model(bad, std::isnan(bad) ? "tessera_nan_norm.gguf" : "tessera_inf_norm.gguf");
+    auto e = make_engine(base_config(path));
+    ASSERT_TRUE(e);
+    std::vector<TestRequest> reqs;
+    for (int32_t i = 0; i < 20; ++i) reqs.push_back({prompt_of(8 + i, i), seeded(16, 1000 + i, i % 3 == 0 ? 2 : 1)});
+    reqs.push_back({prompt_of(12, 99), greedy(16)});
+    const auto results = run_batch(*e, reqs);
+    ASSERT_EQ(results.size(), reqs.size());
+    for (const RequestResult& r : results) {
+      for (const SampleResult& s : r) {
+        EXPECT_EQ(s.finish_reason, FinishReason::kError);
+        EXPECT_TRUE(s.token_ids.empty());
+      }
+    }
+    // Still serving: a later request is answered (with the same clean error).
+    const auto later = run_batch(*e, {{prompt_of(5, 7), seeded(4, 5)}});
+    ASSERT_EQ(later.size(), 1u);
+    EXPECT_EQ(later[0][0].finish_reason, FinishReason::kError);
+    const MetricsSnapshot m = settled_metrics(*e);
+    EXPECT_EQ(m.num_requests_nonfinite, 22);
+    EXPECT_EQ(m.num_kv_blocks_free, m.num_kv_blocks_total);
+    e.reset();
+    std::filesystem::remove(path);
+  }
 }
 
 }  // namespace
