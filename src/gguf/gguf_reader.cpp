@@ -13,6 +13,9 @@ namespace {
 // unboundedly before the bounds checks catch up.
 constexpr uint64_t kMaxStringBytes = uint64_t{1} << 30;
 constexpr int kMaxArrayNesting = 4;
+// Decoded metadata may exceed twice the file size by this much (small vocabulary-only files decode
+// their short token strings to several times their encoded size).
+constexpr uint64_t kDecodedSlackBytes = uint64_t{64} << 20;
 
 size_t min_encoded_size(ValueType type) {
   switch (type) {
@@ -47,7 +50,22 @@ int64_t TensorInfo::rows() const {
 // Cursor over the file bytes; every read checks the remaining length first.
 class Parser {
  public:
-  explicit Parser(const MappedFile& f) : data_(f.data()), size_(f.size()) {}
+  explicit Parser(const MappedFile& f)
+      : data_(f.data()), size_(f.size()), decoded_budget_(2 * uint64_t{f.size()} + kDecodedSlackBytes) {}
+
+  // Charges `bytes` of decoded metadata to the budget before they are allocated. A GGUF value takes
+  // more room decoded than encoded (a 1-byte uint8 array item becomes a ~48-byte Value), so a file
+  // whose metadata would decode to more than 2x its size + kDecodedSlackBytes is refused up front:
+  // a 32 MiB file of one uint8 array asked for 1.5 GiB before this check.
+  Status charge(uint64_t bytes, std::string_view key) {
+    if (bytes <= decoded_budget_ - decoded_bytes_) {
+      decoded_bytes_ += bytes;
+      return ok_status();
+    }
+    return make_error(ErrorCode::kCorruptFile,
+                      "key '{}': metadata would take more than {} bytes in memory decoded, more than a "
+                      "{}-byte file can justify", key, decoded_budget_, size_);
+  }
 
   size_t pos() const { return pos_; }
   size_t remaining() const { return size_ - pos_; }
@@ -91,6 +109,7 @@ class Parser {
                         pos_ - 8);
     }
     if (auto s = check_count(*len, 1, "string length"); !s) return s.error().with_context(std::string(what));
+    TESSERA_TRY(charge(*len, what));
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(*len));
     pos_ += static_cast<size_t>(*len);
     return s;
@@ -142,6 +161,7 @@ class Parser {
         if (auto s = check_array_length(*count, elem_type); !s) {
           return s.error().with_context(fmt::format("key '{}'", key));
         }
+        TESSERA_TRY(charge(*count * sizeof(Value), key));  // count <= file size: no overflow
         ArrayValue array;
         array.element_type = elem_type;
         array.items.reserve(static_cast<size_t>(*count));
@@ -175,6 +195,8 @@ class Parser {
   const uint8_t* data_;
   size_t size_;
   size_t pos_ = 0;
+  uint64_t decoded_budget_;     // bytes of decoded metadata allowed (see charge)
+  uint64_t decoded_bytes_ = 0;  // charged so far
 };
 
 Result<GgufFile> GgufFile::open(const std::string& path) {
