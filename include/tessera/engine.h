@@ -77,6 +77,15 @@ struct ChatMessage {
   std::string content;
 };
 
+// A chat as the OpenAI API sends it, for the model's own chat template. JSON text: the server
+// passes the request's arrays through unchanged, the engine normalises them (tokenizer/chat_render.h).
+struct ChatTemplateInput {
+  std::string messages_json;              // [{"role", "content", "tool_calls", "tool_call_id", "name"}]
+  std::string tools_json;                 // "" or [{"type": "function", "function": {...}}]
+  std::string kwargs_json;                // "" or an object: chat_template_kwargs (enable_thinking...)
+  bool add_generation_prompt = true;
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt_ids;        // already tokenized (see Engine::tokenize)
   SamplingParams params;
@@ -130,6 +139,9 @@ class Engine {
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
   virtual Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                                   bool add_generation_prompt) const = 0;
+  // The model's own template (Jinja) with tools and template kwargs; kInvalidArgument for bad JSON
+  // or when the template raises (its message is returned).
+  virtual Result<std::string> render_chat(const ChatTemplateInput& input) const = 0;
 
   // Validates and enqueues. Errors (kInvalidArgument, kOutOfRange for a prompt that can never
   // fit, kResourceExhausted when the queue is full) are returned here, never later.

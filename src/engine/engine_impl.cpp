@@ -168,15 +168,38 @@ std::string EngineImpl::detokenize(const std::vector<int32_t>& ids) const {
   return tokenizer_->decode(valid);
 }
 
+const tokenizer::ChatRenderer& EngineImpl::chat_renderer() const {
+  std::call_once(chat_renderer_once_, [this] {
+    const std::string source = model_->file().get_string_or("tokenizer.chat_template", "");
+    const std::string bos = info_.bos_id >= 0 ? tokenizer_->token_text(info_.bos_id) : "";
+    const std::string eos = info_.eos_id >= 0 ? tokenizer_->token_text(info_.eos_id) : "";
+    chat_renderer_ = std::make_unique<tokenizer::ChatRenderer>(source, bos, eos);
+  });
+  return *chat_renderer_;
+}
+
 Result<std::string> EngineImpl::apply_chat_template(const std::vector<ChatMessage>& messages,
                                                     bool add_generation_prompt) const {
-  std::vector<tokenizer::ChatMessage> msgs;
-  msgs.reserve(messages.size());
-  for (const ChatMessage& m : messages) msgs.push_back({m.role, m.content});
-  const std::string source = model_->file().get_string_or("tokenizer.chat_template", "");
-  const std::string bos = info_.bos_id >= 0 ? tokenizer_->token_text(info_.bos_id) : "";
-  const std::string eos = info_.eos_id >= 0 ? tokenizer_->token_text(info_.eos_id) : "";
-  return tokenizer::apply_chat_template(source, msgs, add_generation_prompt, bos, eos);
+  tokenizer::ChatRenderInput input;
+  for (const ChatMessage& m : messages) input.messages.push_back({{"role", m.role}, {"content", m.content}});
+  input.add_generation_prompt = add_generation_prompt;
+  return chat_renderer().render(input);
+}
+
+Result<std::string> EngineImpl::render_chat(const ChatTemplateInput& in) const {
+  using ojson = nlohmann::ordered_json;
+  tokenizer::ChatRenderInput input;
+  auto parse = [](const std::string& text, const char* what, ojson* out) -> Status {
+    if (text.empty()) return ok_status();
+    *out = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (out->is_discarded()) return make_error(ErrorCode::kInvalidArgument, "{} is not valid JSON", what);
+    return ok_status();
+  };
+  TESSERA_TRY(parse(in.messages_json, "messages", &input.messages));
+  TESSERA_TRY(parse(in.tools_json, "tools", &input.tools));
+  TESSERA_TRY(parse(in.kwargs_json, "chat_template_kwargs", &input.kwargs));
+  input.add_generation_prompt = in.add_generation_prompt;
+  return chat_renderer().render(input);
 }
 
 }  // namespace tessera

@@ -28,6 +28,7 @@
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
 #include "tessera/engine.h"
+#include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -42,6 +43,7 @@ class EngineImpl final : public Engine {
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt) const override;
+  Result<std::string> render_chat(const ChatTemplateInput& input) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override;
   // Validates one request and builds its kAdd message (not queued); num_before: requests of the
@@ -85,6 +87,10 @@ class EngineImpl final : public Engine {
   ModelInfo info_;
   std::unique_ptr<LlamaModel> model_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  // The model's chat template, parsed once on first use (Jinja, or the family-table fallback).
+  const tokenizer::ChatRenderer& chat_renderer() const;
+  mutable std::once_flag chat_renderer_once_;
+  mutable std::unique_ptr<tokenizer::ChatRenderer> chat_renderer_;
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;

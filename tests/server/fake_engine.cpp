@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 namespace tessera::testing {
 
 class FakeEngine::Stream : public RequestStream {
@@ -110,6 +112,20 @@ Result<std::string> FakeEngine::apply_chat_template(const std::vector<ChatMessag
     out += "<|" + m.role + "|>\n" + m.content + "\n";
   }
   if (add_generation_prompt) out += "<|assistant|>\n";
+  return out;
+}
+
+Result<std::string> FakeEngine::render_chat(const ChatTemplateInput& input) const {
+  const auto messages = nlohmann::json::parse(input.messages_json, nullptr, false);
+  if (messages.is_discarded() || !messages.is_array()) return make_error(ErrorCode::kInvalidArgument, "bad messages");
+  std::string out;
+  if (!input.tools_json.empty()) out += "<|tools|>" + input.tools_json + "\n";
+  for (const auto& m : messages) {
+    const std::string content = m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : "";
+    if (content == "TEMPLATE_FAIL") return make_error(ErrorCode::kInvalidArgument, "template refused");
+    out += "<|" + m.value("role", std::string()) + "|>\n" + content + "\n";
+  }
+  if (input.add_generation_prompt) out += "<|assistant|>\n";
   return out;
 }
 

@@ -48,6 +48,8 @@ class FakeEngine : public Engine {
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt) const override;
+  // "<|role|>\ncontent\n" per message, tools as one "<|tools|>" line (JSON as given).
+  Result<std::string> render_chat(const ChatTemplateInput& input) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   // One submit() per request (the fake has no steps for them to fall between).
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override {

@@ -1,0 +1,93 @@
+// Tool-call parsers per family format, malformed output kept as content, and the streaming
+// hold-back predicate.
+#include <gtest/gtest.h>
+
+#include "server/tool_calls.h"
+
+namespace tessera::server {
+namespace {
+
+const std::set<std::string> kTools = {"get_weather", "get_time"};
+
+TEST(ToolCalls, FormatFromTemplate) {
+  EXPECT_EQ(tool_call_format_for_template("{{- '<tool_call>\\n' }}"), ToolCallFormat::kHermes);
+  EXPECT_EQ(tool_call_format_for_template("[TOOL_CALLS]"), ToolCallFormat::kMistral);
+  EXPECT_EQ(tool_call_format_for_template("<|start_header_id|>"), ToolCallFormat::kLlama3);
+  EXPECT_EQ(tool_call_format_for_template("<start_of_turn>"), ToolCallFormat::kGenericJson);
+}
+
+TEST(ToolCalls, Hermes) {
+  auto r = parse_tool_calls("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                            ToolCallFormat::kHermes, kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\":\"Paris\"}");
+  EXPECT_EQ(r.content, "");
+  r = parse_tool_calls("Let me check.\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n"
+                       "<tool_call>{\"name\": \"get_time\", \"arguments\": \"{\\\"tz\\\": \\\"CET\\\"}\"}</tool_call>",
+                       ToolCallFormat::kHermes, kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[1].name, "get_time");
+  EXPECT_EQ(r.calls[1].arguments, "{\"tz\":\"CET\"}");
+  EXPECT_EQ(r.content, "Let me check.");
+}
+
+TEST(ToolCalls, Mistral) {
+  auto r = parse_tool_calls("[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, "
+                            "{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}]",
+                            ToolCallFormat::kMistral, kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\":\"Oslo\"}");
+  EXPECT_EQ(r.calls[1].name, "get_time");
+}
+
+TEST(ToolCalls, Llama3) {
+  auto r = parse_tool_calls("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}",
+                            ToolCallFormat::kLlama3, kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\":\"Rome\"}");
+  r = parse_tool_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"a;}\"}}; {\"name\": \"get_time\", \"parameters\": {}}",
+                       ToolCallFormat::kLlama3, kTools);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].arguments, "{\"city\":\"a;}\"}");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+}
+
+TEST(ToolCalls, GenericJsonFallback) {
+  auto r = parse_tool_calls("```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```",
+                            ToolCallFormat::kHermes, kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  r = parse_tool_calls("{\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"arguments\": \"{}\"}}]}",
+                       ToolCallFormat::kGenericJson, kTools);
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "get_time");
+}
+
+TEST(ToolCalls, MalformedStaysContent) {
+  const char* cases[] = {
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}",       // unterminated tag
+      "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": </tool_call>",     // bad JSON
+      "<tool_call>{\"name\": \"launch_rocket\", \"arguments\": {}}</tool_call>",          // unknown function
+      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",                      // unterminated JSON
+      "{\"name\": \"get_weather\", \"arguments\": [1, 2]}",                               // arguments not an object
+      "The weather is nice.",
+  };
+  for (const char* text : cases) {
+    for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kMistral, ToolCallFormat::kLlama3, ToolCallFormat::kGenericJson}) {
+      auto r = parse_tool_calls(text, f, kTools);
+      EXPECT_TRUE(r.calls.empty()) << text << " / " << tool_call_format_name(f);
+      EXPECT_EQ(r.content, text);
+    }
+  }
+}
+
+TEST(ToolCalls, StreamingHoldBack) {
+  EXPECT_TRUE(may_become_tool_call("<tool", ToolCallFormat::kHermes));
+  EXPECT_TRUE(may_become_tool_call("  {\"na", ToolCallFormat::kGenericJson));
+  EXPECT_TRUE(may_become_tool_call("[TOOL_C", ToolCallFormat::kMistral));
+  EXPECT_FALSE(may_become_tool_call("The weather", ToolCallFormat::kLlama3));
+  EXPECT_FALSE(may_become_tool_call("Hello", ToolCallFormat::kGenericJson));
+}
+
+}  // namespace
+}  // namespace tessera::server
