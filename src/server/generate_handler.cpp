@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "server/chat_output.h"
 #include "server/protocol_response.h"
 #include "server/server_state.h"
 
@@ -33,7 +34,11 @@ struct Prepared {
 std::optional<ApiError> prepare(const Engine& engine, GenerateSpec& spec, Prepared* out) {
   const ModelInfo& info = engine.model_info();
   if (spec.kind == ApiKind::kChat) {
-    Result<std::string> rendered = engine.apply_chat_template(spec.messages, /*add_generation_prompt=*/true);
+    // The model's own template gets the messages as sent, the tools (left out when tool_choice is
+    // "none": the model is not to call any) and chat_template_kwargs.
+    ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
+                            spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
+    Result<std::string> rendered = engine.render_chat(input);
     if (!rendered.ok()) {
       ApiError e = from_engine_error(rendered.error());
       e.message = "Cannot apply the chat template: " + e.message;
@@ -109,6 +114,8 @@ struct Job {
   std::vector<ChoiceState> choices;                     // [num_prompts * n]
   std::vector<int32_t> num_finished;                    // [num_prompts] samples finished
   std::vector<int32_t> prompt_tokens, cached_tokens;    // [num_prompts] from the latest event
+  ChatShaping shaping;                                  // chat: reasoning / tool-call shaping
+  std::vector<ChatStreamShaper> shapers;                // [num_prompts * n] when streaming chat
   bool started = false;                                 // stream: initial chunks written
   bool completed = false;                               // every choice answered (or failed)
   std::optional<ApiError> failure;                      // an engine error / abort ends everything
@@ -212,7 +219,7 @@ void run_to_completion(Job& job, httplib::Response& res) {
     return;
   }
   const std::string body = job.spec.kind == ApiKind::kChat
-                               ? chat_response(job.meta, job.choices, job.usage(), job.spec, job.token_text())
+                               ? chat_response(job.meta, job.choices, job.usage(), job.spec, job.token_text(), &job.shaping)
                                : completion_response(job.meta, job.choices, job.usage(), job.spec, job.token_text());
   res.status = 200;
   res.set_content(body, "application/json");
@@ -222,6 +229,21 @@ void run_to_completion(Job& job, httplib::Response& res) {
 std::string event_chunks(Job& job, const ChoiceState& before, size_t text_before,
                          const RequestOutput& ev) {
   const TokenTextFn token_text = job.token_text();
+  if (job.spec.kind == ApiKind::kChat && job.shaping.active()) {
+    ChatStreamShaper& shaper = job.shapers[static_cast<size_t>(before.index)];
+    std::vector<json> deltas = shaper.push(ev.text_delta);
+    if (ev.finish_reason != FinishReason::kNone) {
+      for (json& d : shaper.finish()) deltas.push_back(std::move(d));
+    }
+    std::string out;
+    for (const json& d : deltas) out += sse_event(chat_chunk(job.meta, job.spec, before.index, d, nullptr, token_text));
+    if (ev.finish_reason != FinishReason::kNone) {
+      json last = json::parse(chat_chunk(job.meta, job.spec, before.index, json::object(), &ev, token_text));
+      if (shaper.made_tool_calls()) last["choices"][0]["finish_reason"] = "tool_calls";
+      out += sse_event(last.dump());
+    }
+    return out;
+  }
   if (job.spec.kind == ApiKind::kChat) {
     json delta = json::object();
     if (!ev.text_delta.empty() || ev.finish_reason == FinishReason::kNone) delta["content"] = ev.text_delta;
@@ -321,11 +343,16 @@ void handle_generate(ServerState& state, ApiKind kind, const httplib::Request& r
   auto job = std::make_shared<Job>(state, std::move(spec));
   Prepared prepared;
   if (auto e = prepare(state.engine, job->spec, &prepared)) return set_error(res, *e);
+  const std::string rendered_prompt = kind == ApiKind::kChat ? prepared.prompt_texts[0] : std::string();
   if (auto e = submit_all(*job, prepared)) return set_error(res, *e);
   job->meta = ResponseMeta{state.make_response_id(kind == ApiKind::kChat ? "chatcmpl" : "cmpl"),
                            std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count(),
                            state.config.served_model_name};
+  if (kind == ApiKind::kChat) {
+    job->shaping = chat_shaping(job->spec.chat, rendered_prompt, job->meta.id);
+    for (const ChoiceState& c : job->choices) job->shapers.emplace_back(job->shaping, c.index);
+  }
   if (!job->spec.stream) return run_to_completion(*job, res);
 
   res.status = 200;

@@ -134,6 +134,9 @@ struct HttpServer::Impl {
                       "text/plain; version=0.0.4; charset=utf-8");
     });
     http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+    http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+      apply_template(req, res);
+    });
     http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
       detokenize(req, res);
     });
@@ -207,6 +210,29 @@ struct HttpServer::Impl {
       }
     }
     set_json(res, json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", info.context_length}});
+  }
+
+  // What the model is fed for a chat request: the body of /v1/chat/completions (messages, tools,
+  // tool_choice, chat_template_kwargs...) -> {"prompt": the rendered template, "tokens": its ids}.
+  void apply_template(const httplib::Request& req, httplib::Response& res) {
+    GenerateSpec spec;
+    if (auto e = parse_generate_request(ApiKind::kChat, req.body, state.config.limits, &spec)) return set_error(res, *e);
+    if (auto e = check_model(spec.model)) return set_error(res, *e);
+    const Engine& engine = state.engine;
+    const ModelInfo& info = engine.model_info();
+    ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
+                            spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
+    Result<std::string> text = engine.render_chat(input);
+    if (!text.ok()) {
+      ApiError e = from_engine_error(text.error());
+      e.message = "Cannot apply the chat template: " + e.message;
+      e.param = "messages";
+      if (e.type == ErrorType::kInternal) e.type = ErrorType::kInvalidRequest;
+      return set_error(res, e);
+    }
+    std::vector<int32_t> ids = engine.tokenize(text.value(), info.add_bos, /*parse_special=*/true);
+    if (ids.size() >= 2 && info.bos_id >= 0 && ids[0] == info.bos_id && ids[1] == info.bos_id) ids.erase(ids.begin());
+    set_json(res, json{{"prompt", text.value()}, {"tokens", ids}, {"count", ids.size()}});
   }
 
   void detokenize(const httplib::Request& req, httplib::Response& res) {

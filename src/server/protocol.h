@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/chat_tools_parse.h"
 #include "tessera/engine.h"
 #include "tessera/sampling_params.h"
 
@@ -58,6 +59,7 @@ struct GenerateSpec {
   bool return_logprobs = false;         // completions: logprobs != null; chat: logprobs == true
   int32_t num_top_logprobs = 0;         // alternatives per token (0 = only the chosen one)
   std::string cache_salt;               // prefix-cache isolation key
+  ChatToolSpec chat;                    // chat: messages/tools JSON for the template, tool choice
 };
 
 // True when `bytes` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). On failure

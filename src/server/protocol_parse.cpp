@@ -7,6 +7,7 @@
 
 #include "server/json_fields.h"
 #include "server/protocol.h"
+#include "server/chat_tools_parse.h"
 #include "server/structured_output_parse.h"
 
 namespace tessera::server {
@@ -94,7 +95,8 @@ std::optional<ApiError> parse_messages(const json* v, const ProtocolLimits& limi
                                        limits.max_messages));
   }
   static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
-  static const std::set<std::string> kMessageKeys = {"role", "content", "name", "tool_call_id"};
+  static const std::set<std::string> kMessageKeys = {"role", "content", "name", "tool_call_id", "tool_calls",
+                                                     "reasoning_content"};
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     const std::string param = fmt::format("messages[{}]", i);
@@ -116,6 +118,7 @@ std::optional<ApiError> parse_messages(const json* v, const ProtocolLimits& limi
                                               "assistant, tool; got '{}'", param, role_name));
     }
     ChatMessage msg{role_name, ""};
+    TESSERA_API_TRY(check_message_tool_calls(m, i));
     TESSERA_API_TRY(parse_message_content(m, role_name, i, &msg.content));
     out->push_back(std::move(msg));
   }
@@ -263,7 +266,8 @@ std::optional<ApiError> parse_chat(const json& obj, const ProtocolLimits& limits
       "min_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty",
       "logprobs", "top_logprobs", "stream", "stream_options", "user", "ignore_eos", "min_tokens",
       "stop_token_ids", "include_stop_str_in_output", "logit_bias", "response_format", "tools",
-      "tool_choice", "parallel_tool_calls", "cache_salt", "metadata", "store"};
+      "tool_choice", "parallel_tool_calls", "cache_salt", "metadata", "store", "chat_template_kwargs",
+      "separate_reasoning"};
   std::set<std::string> known = kKnown;
   known.insert(std::begin(kStructuredOutputFields), std::end(kStructuredOutputFields));
   TESSERA_API_TRY(check_unknown_fields(obj, known));
@@ -282,17 +286,7 @@ std::optional<ApiError> parse_chat(const json& obj, const ProtocolLimits& limits
     if (!spec->return_logprobs) return bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
     spec->num_top_logprobs = static_cast<int32_t>(x);
   }
-  if (const json* tools = f.get("tools")) {
-    if (!tools->is_array()) return Fields::type_error("tools", "a list", *tools);
-    if (!tools->empty()) return ApiError{ErrorType::kNotImplemented, "'tools' are not supported", "tools"};
-  }
-  if (const json* choice = f.get("tool_choice")) {
-    if (!choice->is_string() || *choice != "none") {
-      return ApiError{ErrorType::kNotImplemented, "only tool_choice 'none' is supported", "tool_choice"};
-    }
-  }
   bool ignored_bool = false;
-  TESSERA_API_TRY(f.boolean("parallel_tool_calls", &ignored_bool));
   TESSERA_API_TRY(f.boolean("store", &ignored_bool));
   if (const json* md = f.get("metadata"); md != nullptr && !md->is_object()) {
     return Fields::type_error("metadata", "an object", *md);
@@ -313,7 +307,19 @@ std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view bo
   TESSERA_API_TRY(kind == ApiKind::kCompletion ? parse_completion(obj, limits, &spec)
                                                : parse_chat(obj, limits, &spec));
   if (spec.return_logprobs) spec.params.logprobs = spec.num_top_logprobs;
-  if (spec.params.structured.kind == StructuredOutput::Kind::kJsonSchema) {
+  if (kind == ApiKind::kChat) {
+    const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+    TESSERA_API_TRY(parse_chat_tools(Fields(obj), ordered, &spec.chat));
+    if (spec.chat.tool_choice == ToolChoice::kRequired || spec.chat.tool_choice == ToolChoice::kNamed) {
+      if (spec.params.structured.kind != StructuredOutput::Kind::kNone || ordered.contains("response_format")) {
+        return bad("tool_choice", "tool_choice 'required' or a named function cannot be combined with response_format");
+      }
+      spec.params.structured.kind = StructuredOutput::Kind::kJsonSchema;
+      spec.params.structured.text = tool_call_schema(ordered["tools"], spec.chat);
+    }
+  }
+  if (spec.params.structured.kind == StructuredOutput::Kind::kJsonSchema && spec.chat.tool_choice != ToolChoice::kRequired &&
+      spec.chat.tool_choice != ToolChoice::kNamed) {
     // The schema again with its keys in the client's order (json above sorts them): properties
     // are generated in the order the schema lists them.
     const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);

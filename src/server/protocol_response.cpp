@@ -1,5 +1,7 @@
 #include "server/protocol_response.h"
 
+#include "server/chat_output.h"
+
 namespace tessera::server {
 namespace {
 
@@ -114,16 +116,23 @@ std::string completion_response(const ResponseMeta& meta, const std::vector<Choi
 
 std::string chat_response(const ResponseMeta& meta, const std::vector<ChoiceState>& choices,
                           const UsageCounts& usage, const GenerateSpec& spec,
-                          const TokenTextFn& token_text) {
+                          const TokenTextFn& token_text, const ChatShaping* shaping) {
   json body = base_object(meta, "chat.completion");
   json list = json::array();
   for (const ChoiceState& c : choices) {
     json logprobs = nullptr;
     if (spec.return_logprobs) logprobs = chat_logprobs(c.token_ids, c.logprobs, c.top_logprobs, token_text);
+    json message = {{"role", "assistant"}, {"content", c.text}};
+    json finish = finish_reason_json(c.finish_reason);
+    if (shaping != nullptr && shaping->active()) {
+      bool made_calls = false;
+      message = chat_message(c.text, *shaping, c.index, &made_calls);
+      if (made_calls) finish = "tool_calls";
+    }
     list.push_back({{"index", c.index},
-                    {"message", {{"role", "assistant"}, {"content", c.text}}},
+                    {"message", std::move(message)},
                     {"logprobs", std::move(logprobs)},
-                    {"finish_reason", finish_reason_json(c.finish_reason)}});
+                    {"finish_reason", std::move(finish)}});
   }
   body["choices"] = std::move(list);
   body["usage"] = usage_json(usage);

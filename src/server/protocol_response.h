@@ -18,6 +18,8 @@
 
 namespace tessera::server {
 
+struct ChatShaping;
+
 using TokenTextFn = std::function<std::string(int32_t)>;  // one token id -> its text
 
 // One choice, accumulated from its events.
@@ -55,9 +57,11 @@ nlohmann::json usage_json(const UsageCounts& usage);
 std::string completion_response(const ResponseMeta& meta, const std::vector<ChoiceState>& choices,
                                  const UsageCounts& usage, const GenerateSpec& spec,
                                  const TokenTextFn& token_text);
+// shaping (may be null): reasoning/tool-call shaping of each message (chat_output.h).
 std::string chat_response(const ResponseMeta& meta, const std::vector<ChoiceState>& choices,
                           const UsageCounts& usage, const GenerateSpec& spec,
-                          const TokenTextFn& token_text);
+                          const TokenTextFn& token_text,
+                          const ChatShaping* shaping = nullptr);
 
 // Streaming: the JSON of one chunk for one event of a choice (text_offset_base = bytes of this
 // choice's text before the event, for completion logprobs).

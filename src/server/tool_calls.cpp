@@ -154,7 +154,9 @@ bool parse_llama3(std::string_view text, const std::set<std::string>& known, Too
 
 ToolCallFormat tool_call_format_for_template(std::string_view src) {
   if (src.find("<tool_call>") != std::string_view::npos) return ToolCallFormat::kHermes;
-  if (src.find("[TOOL_CALLS]") != std::string_view::npos) return ToolCallFormat::kMistral;
+  if (src.find("[TOOL_CALLS]") != std::string_view::npos || src.find("[AVAILABLE_TOOLS]") != std::string_view::npos) {
+    return ToolCallFormat::kMistral;
+  }
   if (src.find("<|start_header_id|>") != std::string_view::npos) return ToolCallFormat::kLlama3;
   return ToolCallFormat::kGenericJson;
 }

@@ -234,8 +234,12 @@ TEST(ParseChat, MessagesAndChatFields) {
             "'top_logprobs' requires 'logprobs': true");
   EXPECT_EQ(expect_error(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"prompt":"x"})").message,
             "Unrecognized request argument supplied: prompt");
-  EXPECT_EQ(expect_error(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{}]})").type,
-            ErrorType::kNotImplemented);
+  EXPECT_EQ(expect_error(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{}]})").param,
+            "tools[0]");
+  EXPECT_EQ(expect_error(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})").param,
+            "tool_choice");
+  EXPECT_EQ(expect_error(ApiKind::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":3})").param,
+            "chat_template_kwargs");
 }
 
 TEST(ParseTokenize, PromptOrMessages) {

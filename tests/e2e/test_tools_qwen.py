@@ -1,0 +1,107 @@
+"""Tool calling through `tessera serve` on Qwen2.5-Coder-0.5B-Instruct (its GGUF's own chat
+template, rendered by tessera's Jinja engine), with the official openai client, greedy:
+
+- a weather-style request returns a parsed tool call (known function, JSON-object arguments);
+- the streamed variant (delta.tool_calls: name first, then argument fragments) reassembles to the
+  same call;
+- a follow-up carrying the tool result gets a plain answer;
+- tool_choice="none" never returns calls.
+
+Skips when the model file is absent (scripts/fetch_models.sh installs it). One server for the
+module, short max_tokens: bounded time on a small CPU.
+"""
+import json
+import os
+
+import pytest
+
+from conftest import SOURCE_DIR, Server, require_environment
+
+MODEL = os.path.join(SOURCE_DIR, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+
+TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city, e.g. Paris"}},
+            "required": ["city"],
+        },
+    },
+}]
+QUESTION = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    require_environment()
+    if not os.path.exists(MODEL):
+        pytest.skip(f"{MODEL} is missing (scripts/fetch_models.sh)")
+    os.environ["TESSERA_MODEL"] = MODEL
+    try:
+        s = Server()
+    finally:
+        del os.environ["TESSERA_MODEL"]
+    import openai
+    yield openai.OpenAI(base_url=s.base + "/v1", api_key="unused", max_retries=0, timeout=300)
+    s.stop()
+
+
+def ask(client, messages, **kw):
+    return client.chat.completions.create(model="smol", messages=messages, tools=TOOLS, temperature=0,
+                                          max_tokens=kw.pop("max_tokens", 64), **kw)
+
+
+def test_tool_call_parsed(qwen):
+    r = ask(qwen, QUESTION)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    call = choice.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather"
+    args = json.loads(call.function.arguments)
+    assert isinstance(args, dict) and "paris" in args.get("city", "").lower()
+
+
+def test_streamed_call_reassembles(qwen):
+    whole = ask(qwen, QUESTION).choices[0].message.tool_calls[0]
+    names, args, finish = {}, {}, None
+    for chunk in ask(qwen, QUESTION, stream=True):
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        for tc in d.tool_calls or []:
+            if tc.function and tc.function.name:
+                assert tc.index not in args, "the name comes first, once"
+                names[tc.index] = tc.function.name
+                args[tc.index] = ""
+            if tc.function and tc.function.arguments:
+                args[tc.index] += tc.function.arguments
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls"
+    assert names[0] == whole.function.name
+    assert json.loads(args[0]) == json.loads(whole.function.arguments)
+
+
+def test_follow_up_with_tool_result(qwen):
+    call = ask(qwen, QUESTION).choices[0].message.tool_calls[0]
+    messages = QUESTION + [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": call.id, "type": "function",
+                         "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 21, "sky": "sunny"})},
+    ]
+    r = ask(qwen, messages, max_tokens=48)
+    choice = r.choices[0]
+    assert not choice.message.tool_calls
+    assert choice.message.content and choice.message.content.strip()
+
+
+def test_tool_choice_none_never_calls(qwen):
+    r = ask(qwen, QUESTION, tool_choice="none", max_tokens=32)
+    assert not r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason != "tool_calls"
+    for chunk in ask(qwen, QUESTION, tool_choice="none", max_tokens=32, stream=True):
+        if chunk.choices:
+            assert not chunk.choices[0].delta.tool_calls
