@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -22,8 +23,6 @@ namespace tessera::server {
 namespace {
 
 using json = nlohmann::json;
-
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // Compares without an early exit, so the key cannot be found byte by byte from timings.
 bool constant_time_equal(const std::string& a, const std::string& b) {
@@ -41,7 +40,9 @@ void set_json(httplib::Response& res, const json& body) {
 json model_card(const ServerState& state) {
   const ModelInfo& info = state.engine.model_info();
   return json{{"id", state.config.served_model_name}, {"object", "model"}, {"created", 0},
-              {"owned_by", "tessera"}, {"root", info.path}, {"max_model_len", info.context_length}};
+              {"owned_by", "tessera"},
+              // The file name only: the absolute path tells clients about the host's layout.
+              {"root", std::filesystem::path(info.path).filename().string()}, {"max_model_len", info.context_length}};
 }
 
 // NOTE(server): the packaged cpp-httplib listens with a backlog of 5. Under a burst of connections
@@ -88,7 +89,8 @@ struct HttpServer::Impl {
   // Returns Handled (with the error set) when the request may not proceed.
   httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
     state.num_http_requests.fetch_add(1);
-    if (!state.config.api_key.empty() && starts_with(req.path, "/v1/")) {
+    const bool open_route = req.path == "/health" || (req.path == "/metrics" && state.config.metrics_without_key);
+    if (!state.config.api_key.empty() && !open_route) {
       const std::string auth = req.get_header_value("Authorization");
       const std::string want = "Bearer " + state.config.api_key;
       if (auth.empty() || !constant_time_equal(auth, want)) {

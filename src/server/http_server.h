@@ -8,7 +8,8 @@
 // Threads: HTTP worker threads parse, validate, tokenize and submit, then wait on their request's
 // RequestStream; the engine thread never waits on a client. A stream whose client goes away
 // (a failed write, or a failed keep-alive comment during silence) aborts its engine request.
-// With an api_key every /v1/* request needs "Authorization: Bearer <key>". Every error leaves
+// With an api_key every request but GET /health (and /metrics when metrics_without_key) needs
+// "Authorization: Bearer <key>". Every error leaves
 // through the one table in api_error.h.
 #pragma once
 #include <chrono>
@@ -26,7 +27,8 @@ namespace tessera::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";       // loopback unless told otherwise
   int32_t port = 8000;                  // 0 = any free port (see HttpServer::bind)
-  std::string api_key;                  // "" = no authentication
+  std::string api_key;                  // "" = no authentication; else required on every route but /health
+  bool metrics_without_key = false;     // /metrics open even with an api_key (a scraper without the key)
   std::string served_model_name;        // the only model name requests may use
   size_t max_body_bytes = 8u << 20;     // larger bodies get 413
   int32_t max_queued_requests = 256;    // generate requests in flight; 429 past it

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "server/engine_flags.h"
@@ -39,8 +40,11 @@ int serve_main(int argc, char** argv) {
   int64_t max_body_bytes = static_cast<int64_t>(sc.max_body_bytes);
   app.add_option("--host", sc.host, "address to bind (default 127.0.0.1: loopback only)");
   app.add_option("--port", sc.port, "TCP port (0 = any free port, printed at start-up)")->check(CLI::Range(0, 65535));
-  app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer <key>' on /v1/* (env TESSERA_API_KEY)")
+  app.add_option("--api-key", sc.api_key, "require 'Authorization: Bearer <key>' on every route but /health (env TESSERA_API_KEY)")
       ->envname("TESSERA_API_KEY");
+  std::string api_key_file;
+  app.add_option("--api-key-file", api_key_file, "read the API key from this file (keeps it out of the process list)");
+  app.add_flag("--public-metrics", sc.metrics_without_key, "serve /metrics without the API key (for a scraper)");
   app.add_option("--served-model-name", sc.served_model_name, "model name clients use (default: the GGUF file's stem)");
   add_engine_flags(app, ec, kv_cache_text);
   app.add_option("--max-body-bytes", max_body_bytes, "largest request body accepted (413 past it)")->check(CLI::PositiveNumber);
@@ -58,6 +62,16 @@ int serve_main(int argc, char** argv) {
     return app.exit(e);
   }
   sc.max_body_bytes = static_cast<size_t>(max_body_bytes);
+  if (!api_key_file.empty()) {
+    std::ifstream in(api_key_file);
+    std::string key;
+    if (!in || !std::getline(in, key) || key.empty()) {
+      std::fprintf(stderr, "tessera serve: error: cannot read an API key from '%s'\n", api_key_file.c_str());
+      return 1;
+    }
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+    sc.api_key = key;
+  }
   sc.limits.max_n = max_n;
   if (const std::string err = finish_engine_flags(ec, kv_cache_text); !err.empty()) {
     std::fprintf(stderr, "tessera serve: error: %s\n", err.c_str());
@@ -91,22 +105,42 @@ int serve_main(int argc, char** argv) {
                ec.model_path.c_str(), sc.served_model_name.c_str(), info.context_length, info.num_kv_blocks,
                info.block_size);
   std::fprintf(stderr, "tessera serve: listening on http://%s:%d%s\n", sc.host.c_str(), port.value(),
-               sc.api_key.empty() ? "" : " (API key required on /v1/*)");
+               sc.api_key.empty() ? "" : " (API key required on every route but /health)");
   std::fflush(stderr);
 
   std::atomic<bool> serving{true};
+  std::thread drain_thread;
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGUSR1 || !serving.load()) return;  // woken because the server stopped by itself
     std::fprintf(stderr, "tessera serve: %s received; draining (grace %d s)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace_s);
-    server.shutdown(std::chrono::seconds(shutdown_grace_s));
+    drain_thread = std::thread([&] { server.shutdown(std::chrono::seconds(shutdown_grace_s)); });
+    // NOTE(server): the drain can be held past its grace by a connection the HTTP library will
+    // not let go of (a client trickling header bytes keeps its worker in a blocking read), so the
+    // process is bounded here: a second signal exits at once, and grace + 1 s exits regardless.
+    timespec limit{static_cast<time_t>(shutdown_grace_s) + 1, 0};
+    const int next = sigtimedwait(&signals, nullptr, &limit);
+    if (next == SIGUSR1) return;  // listen() returned: the drain finished in time
+    if (next >= 0) {
+      std::fprintf(stderr, "tessera serve: second signal; exiting now\n");
+      std::fflush(stderr);
+      std::_Exit(130);
+    }
+    // Past grace + 1 s: every request was answered or aborted by the drain unless one is still
+    // in flight; what is left (idle keep-alive or trickling connections) is cut.
+    const int32_t in_flight = server.counters().num_requests_in_flight;
+    std::fprintf(stderr, "tessera serve: stopped at grace + 1 s (%d requests still in flight; open connections cut)\n",
+                 in_flight);
+    std::fflush(stderr);
+    std::_Exit(in_flight == 0 ? 0 : 3);
   });
   server.listen();
   serving.store(false);
   pthread_kill(signal_thread.native_handle(), SIGUSR1);
   signal_thread.join();
+  if (drain_thread.joinable()) drain_thread.join();
   engine.value()->shutdown(std::chrono::milliseconds(0));  // no-op after a graceful drain
   std::fprintf(stderr, "tessera serve: stopped\n");
   return 0;

@@ -66,7 +66,7 @@ class Server:
         self.log_path = f"/tmp/tessera_e2e_{self.port}.log"
         args = [tessera_bin(), "serve", "--model", model_path(), "--port", str(self.port), "--host", "127.0.0.1",
                 "--served-model-name", SERVED_NAME, "--kv-cache", "128MiB", "--max-model-len", "1024",
-                "--shutdown-grace", "5", *extra_args]
+                *([] if "--shutdown-grace" in extra_args else ["--shutdown-grace", "5"]), *extra_args]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + START_TIMEOUT_S

@@ -51,3 +51,62 @@ def test_bench_serve_against_real_server(server, tmp_path):
     assert res["goodput_requests"] == 6
     assert res["ttft_ms"]["median"] > 0 and res["tpot_ms"]["median"] > 0
     assert http(server.base, "GET", "/health")[0] == 200
+
+
+def open_tricklers(port, count, stop):
+    """Connections that send one header line every 0.5 s and never finish their headers."""
+    import socket
+    socks = []
+    for _ in range(count):
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        socks.append(c)
+
+    def trickle():
+        i = 0
+        while not stop.is_set():
+            for c in socks:
+                try:
+                    c.sendall(b"X-Slow-%d: 1\r\n" % i)
+                except OSError:
+                    pass
+            i += 1
+            stop.wait(0.5)
+        for c in socks:
+            c.close()
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    return t
+
+
+def test_shutdown_is_bounded_by_the_grace_period_with_trickling_clients(start_server):
+    # Issue 30, finding 3: one trickling client held the exit 47 s (or forever).
+    s = start_server("--shutdown-grace", "1")
+    stop = threading.Event()
+    open_tricklers(s.port, 4, stop)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    s.proc.wait(timeout=30)
+    elapsed = time.monotonic() - t0
+    stop.set()
+    assert elapsed < 1 + 1 + 0.5, f"exit took {elapsed:.2f} s"
+
+
+def test_second_sigterm_exits_at_once(start_server):
+    s = start_server("--shutdown-grace", "30")
+    stop = threading.Event()
+    open_tricklers(s.port, 2, stop)
+    out = {}
+    t = threading.Thread(target=read_stream, args=(s.port, 4000, out), daemon=True)
+    t.start()
+    time.sleep(1.0)
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    s.proc.wait(timeout=30)
+    elapsed = time.monotonic() - t0
+    stop.set()
+    assert elapsed < 1.0, f"second SIGTERM: exit took {elapsed:.2f} s"
+    assert "second signal" in s.read_log()

@@ -60,7 +60,7 @@ TEST(HttpErrors, MalformedAndWrongRequestsGetOpenAiErrors) {
   EXPECT_EQ(f.server().counters().num_http_errors_4xx, 14);
 }
 
-TEST(HttpErrors, ApiKeyGuardsV1Only) {
+TEST(HttpErrors, ApiKeyGuardsEveryRouteButHealth) {
   server::ServerConfig sc;
   sc.api_key = "sekret";
   ServerFixture f(sc);
@@ -73,7 +73,17 @@ TEST(HttpErrors, ApiKeyGuardsV1Only) {
   expect_error(f.get("/v1/models"), 401, "authentication_error", "Missing API key");
   EXPECT_EQ(f.post("/v1/completions", req, {{"Authorization", "Bearer sekret"}}).first, 200);
   EXPECT_EQ(f.get("/health").first, 200);
-  EXPECT_EQ(f.get_text("/metrics").empty(), false);
+  // Issue 30, finding 13: the key covers every route but /health.
+  expect_error(f.post("/tokenize", json{{"prompt", "x"}}), 401, "authentication_error", "Missing API key");
+  expect_error(f.post("/detokenize", json{{"tokens", {1}}}), 401, "authentication_error", "Missing API key");
+  EXPECT_EQ(f.get("/metrics").first, 401);
+  EXPECT_EQ(f.get("/metrics", {{"Authorization", "Bearer sekret"}}).first, 200);
+  EXPECT_EQ(f.post("/tokenize", json{{"prompt", "x"}}, {{"Authorization", "Bearer sekret"}}).first, 200);
+  server::ServerConfig open_metrics = sc;
+  open_metrics.metrics_without_key = true;
+  ServerFixture g(open_metrics);
+  EXPECT_FALSE(g.get_text("/metrics").empty());
+  EXPECT_EQ(g.post("/tokenize", json{{"prompt", "x"}}).first, 401);
 }
 
 TEST(HttpErrors, EngineFailuresStayWithTheirRequest) {
