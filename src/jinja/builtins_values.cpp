@@ -244,8 +244,10 @@ void add_globals(Interpreter& in, Frame& globals) {
     for (const auto& [k, v] : a.keyword) d.set(k, v);
     return d;
   };
-  globals.vars["namespace"] = Value::function("namespace", [make_dict](CallArgs& a) {
-    return Value::namespace_object(make_dict(a));
+  globals.vars["namespace"] = Value::function("namespace", [make_dict, &in](CallArgs& a) {
+    Value ns = Value::namespace_object(make_dict(a));
+    in.register_namespace(ns);
+    return ns;
   });
   globals.vars["dict"] = Value::function("dict", [make_dict](CallArgs& a) { return Value::dict(make_dict(a)); });
   globals.vars["raise_exception"] = Value::function("raise_exception", [](CallArgs& a) -> Value {

@@ -22,6 +22,10 @@ Interpreter::Interpreter(const Limits& limits, const RenderOptions& options, con
   frame_->parent = globals;
 }
 
+Interpreter::~Interpreter() {
+  for (Value& ns : namespaces_) ns.as_dict().items.clear();
+}
+
 void Interpreter::charge_steps(int64_t n) {
   steps_ += n;
   if (steps_ > limits_.max_steps) {
@@ -112,10 +116,11 @@ Interpreter::Flow Interpreter::exec(const Node& node) {
       case Node::Kind::kMacro: define_macro(node); break;
       case Node::Kind::kCallBlock: {
         const Node* body_node = &node;
-        std::shared_ptr<Frame> defining = frame_;
+        std::weak_ptr<Frame> defining = frame_;  // weak: a closure must not own its scope (cycle)
         Value caller = Value::function("caller", [this, body_node, defining](CallArgs& args) {
           auto inner = std::make_shared<Frame>();
-          inner->parent = defining;
+          inner->parent = defining.lock();
+          if (!inner->parent) throw TemplateError("caller() used outside the scope it was defined in");
           for (size_t i = 0; i < body_node->params.size(); ++i) {
             inner->vars[body_node->params[i].first] = i < args.positional.size() ? args.positional[i] : Value();
           }
@@ -249,7 +254,7 @@ void Interpreter::exec_set(const Node& node) {
 
 void Interpreter::define_macro(const Node& node) {
   const Node* macro = &node;
-  std::shared_ptr<Frame> defining = frame_;
+  std::weak_ptr<Frame> defining = frame_;  // weak: the macro is stored in this frame (cycle)
   frame_->vars[node.text] = Value::function(node.text, [this, macro, defining](CallArgs& args) {
     if (args.positional.size() > macro->params.size()) {
       throw TemplateError(fmt::format("macro '{}' takes not more than {} argument(s)", macro->text, macro->params.size()));
@@ -257,7 +262,11 @@ void Interpreter::define_macro(const Node& node) {
     if (++call_depth_ > limits_.max_call_depth) throw TemplateError("template calls nested too deeply");
     charge_steps(1);
     auto inner = std::make_shared<Frame>();
-    inner->parent = defining;
+    inner->parent = defining.lock();
+    if (!inner->parent) {
+      --call_depth_;
+      throw TemplateError(fmt::format("macro '{}' called outside the scope it was defined in", macro->text));
+    }
     std::shared_ptr<Frame> saved = frame_;
     frame_ = inner;
     try {

@@ -28,7 +28,11 @@ struct Frame {
 class Interpreter {
  public:
   Interpreter(const Limits& limits, const RenderOptions& options, const ValueDict& context);
+  // Empties every namespace: the only mutable containers, hence the only way a template can build
+  // a reference cycle ({% set ns.self = ns %}), which would otherwise leak.
+  ~Interpreter();
   std::string render(const NodeList& nodes);
+  void register_namespace(const Value& ns) { namespaces_.push_back(ns); }
 
   // Budgets (throw TemplateError when spent).
   void charge_steps(int64_t n);
@@ -66,6 +70,7 @@ class Interpreter {
   int64_t steps_ = 0;
   size_t work_ = 0;
   int call_depth_ = 0;
+  std::vector<Value> namespaces_;
 };
 
 // builtins.cpp
