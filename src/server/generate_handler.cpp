@@ -235,10 +235,21 @@ std::string event_chunks(Job& job, const ChoiceState& before, size_t text_before
     if (ev.finish_reason != FinishReason::kNone) {
       for (json& d : shaper.finish()) deltas.push_back(std::move(d));
     }
+    // This event's logprobs ride on its first chunk (an empty delta when the text is held back);
+    // the finish chunk carries only the finish reason.
+    RequestOutput tokens_only = ev;
+    tokens_only.finish_reason = FinishReason::kNone;
+    RequestOutput finish_only = ev;
+    finish_only.token_ids.clear();
+    finish_only.logprobs.clear();
+    finish_only.top_logprobs.clear();
+    if (deltas.empty() && job.spec.return_logprobs && !ev.token_ids.empty()) deltas.push_back(json::object());
     std::string out;
-    for (const json& d : deltas) out += sse_event(chat_chunk(job.meta, job.spec, before.index, d, nullptr, token_text));
+    for (size_t k = 0; k < deltas.size(); ++k) {
+      out += sse_event(chat_chunk(job.meta, job.spec, before.index, deltas[k], k == 0 ? &tokens_only : nullptr, token_text));
+    }
     if (ev.finish_reason != FinishReason::kNone) {
-      json last = json::parse(chat_chunk(job.meta, job.spec, before.index, json::object(), &ev, token_text));
+      json last = json::parse(chat_chunk(job.meta, job.spec, before.index, json::object(), &finish_only, token_text));
       if (shaper.made_tool_calls()) last["choices"][0]["finish_reason"] = "tool_calls";
       out += sse_event(last.dump());
     }
