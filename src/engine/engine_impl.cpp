@@ -132,11 +132,10 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   info.max_concurrency = static_cast<double>(num_blocks - 1) * config.block_size / max_model_len;
   if (config.verbose) {
     std::fprintf(stderr,
-                 "tessera: model %s (%s, %d layers, %d/%d heads), %d threads, kernels %s\n"
+                 "tessera: model %s (%s; %d query heads), %d threads, kernels %s\n"
                  "tessera: KV cache %.1f MiB (%s, %lld bytes/token): %d blocks of %d tokens, "
                  "%.1f requests at the full context of %d tokens\n",
-                 info.name.c_str(), info.architecture.c_str(), info.num_layers, info.num_heads,
-                 info.num_kv_heads, rc.num_threads, std::string(kernels::active_isa()).c_str(),
+                 info.name.c_str(), mc.describe().c_str(), info.num_heads, rc.num_threads, std::string(kernels::active_isa()).c_str(),
                  static_cast<double>(info.kv_cache_bytes) / (1 << 20), config.kv_dtype.c_str(),
                  static_cast<long long>(bytes_per_token), info.num_kv_blocks, info.block_size,
                  info.max_concurrency, max_model_len);

@@ -3,7 +3,10 @@
 // decode step may hand it the new rows unrotated (paged_attention_decode): each split unit then
 // rotates its own query rows, and the unit of a token's last partition writes the token's K/V.
 //
-// A query row at position p attends to keys [0, p], cut into partitions of kPartitionKeys keys:
+// A query row at position p attends to keys [0, p] (in a sliding-window layer only the last
+// kv.window of them: partitions and tiles wholly before the window are never read, and a tile that
+// the window's start cuts takes only its keys from that start on), cut into partitions of
+// kPartitionKeys keys:
 //
 //   keys:  |<- partition 0 ->|<- partition 1 ->| ... |<- partition k (p inside) ->|
 //          |tile|tile|tile|tile|tile|tile|        ...  |tile|tile .. p]            |
@@ -64,6 +67,7 @@ struct SeqView {
   int32_t first_pos;   // position of its first query row
   const int32_t* blocks;
   bool split;
+  int32_t first_part;  // first partition its first row sees (0 unless a window hides the ones before)
   int32_t num_parts;   // partitions of its last row
   int32_t num_tiles;   // query tiles (tiled schedule)
 };
@@ -83,6 +87,7 @@ SeqView seq_view(const Call& c, int32_t s) {
   v.first_pos = md.seq_lens[s] - v.q_len;
   v.blocks = md.block_table_indices + md.block_table_indptr[s];
   v.split = v.q_len <= c.tile_tokens;
+  v.first_part = first_visible_key(c.kv, v.first_pos) / kPartitionKeys;
   v.num_parts = (md.seq_lens[s] + kPartitionKeys - 1) / kPartitionKeys;
   v.num_tiles = (v.q_len + c.tile_tokens - 1) / c.tile_tokens;
   return v;
@@ -105,55 +110,88 @@ SeqView seq_view(const Call& c, int32_t s) {
   for (int32_t d = 0; d < head_dim; ++d) out[d] = state[d] * inv;
 }
 
+// Rows [begin, end) of a work unit.
+struct RowRange {
+  int32_t begin, end;
+};
+
+// The online-softmax update of one row with keys [skip, n) of a tile whose scores are s: the keys
+// before `skip` lie before the row's window. Exactly the update of a tile that starts at key skip.
+void update_from(const TileKernels& tk, const float* s, int32_t skip, int32_t n, const float* const* v_rows,
+                 int32_t head_dim, float* state) {
+  if (skip == 0) return tk.update(s, n, v_rows, head_dim, state);
+  alignas(64) float shifted[kTileKeys + 16] = {};  // the update reads whole chunks of 8 or 16
+  std::copy(s + skip, s + n, shifted);
+  tk.update(shifted, n - skip, v_rows + skip, head_dim, state);
+}
+
 // Online softmax of partition `part_index` for the unit's rows: rows[r] = query token
 // (first_token + r / group) x head (kv_head * group + r % group), in ascending position, so the
-// rows that reach a key form a suffix. Rows with position >= the partition start get a fresh
-// partition state in sc.part. Returns the first such row.
-int32_t run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first_token,
-                      int32_t num_rows, int32_t part_index, const KeyRange& after,
-                      AttnWorkspace::ThreadScratch& sc) {
+// rows that reach a key form a suffix and, with a window, the rows whose window still reaches a key
+// form a prefix. Rows that see some key of the partition get a fresh partition state in sc.part;
+// returns them.
+RowRange run_partition(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first_token,
+                       int32_t num_rows, int32_t part_index, const KeyRange& after,
+                       AttnWorkspace::ThreadScratch& sc) {
   const int32_t hd = c.head_dim;
   const int32_t stride = state_stride(hd);
   const int32_t key_lo = part_index * kPartitionKeys;
   const int32_t last_pos = sv.first_pos + first_token + (num_rows - 1) / c.group;
   const int32_t key_hi = std::min(key_lo + kPartitionKeys, last_pos + 1);
   auto row_pos = [&](int32_t r) { return sv.first_pos + first_token + r / c.group; };
-  auto first_row_reaching = [&](int32_t key) {
+  auto first_row_reaching = [&](int32_t key) {  // first row at a position >= key
     const int32_t token = std::max(0, key - sv.first_pos - first_token);
     return std::min(num_rows, token * c.group);
   };
-  const int32_t r_begin = first_row_reaching(key_lo);
-  for (int32_t r = r_begin; r < num_rows; ++r) {
+  // First row whose window starts at or after `key` (none: num_rows).
+  auto first_row_past = [&](int32_t key) {
+    return c.kv.window > 0 ? first_row_reaching(key + c.kv.window - 1) : num_rows;
+  };
+  const RowRange rows{first_row_reaching(key_lo), first_row_past(key_lo + kPartitionKeys)};
+  for (int32_t r = rows.begin; r < rows.end; ++r) {
     float* st = sc.part.data() + int64_t{r} * stride;
     std::fill(st, st + hd, 0.0f);
     st[hd] = kNegInf;
     st[hd + 1] = 0.0f;
   }
+  if (rows.begin >= rows.end) return rows;
+  // Tiles before the window of the partition's first row are skipped (tiles stay aligned to
+  // absolute positions, so a row's tiles do not depend on the unit it runs in).
+  const int32_t first_key = std::max(key_lo, first_visible_key(c.kv, row_pos(rows.begin)));
+  const int32_t first_tile = key_lo + (first_key - key_lo) / kTileKeys * kTileKeys;
   // The first tile is requested up front (usually in flight already: the thread's previous unit
   // streamed it in); every tile then streams in the next one's K and V between its own loads,
   // the last tile the keys `after` (what this thread reads next). Decode is bound by memory
   // latency on the scattered blocks.
-  attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, key_lo, std::min(kTileKeys, key_hi - key_lo));
-  for (int32_t tile = key_lo; tile < key_hi; tile += kTileKeys) {
+  attn_detail::prefetch_keys(c.kv, sv.blocks, kv_head, first_tile, std::min(kTileKeys, key_hi - first_tile));
+  for (int32_t tile = first_tile; tile < key_hi; tile += kTileKeys) {
     const int32_t n = std::min(kTileKeys, key_hi - tile);
     attn_detail::PrefetchStream next =
         tile + n < key_hi ? attn_detail::PrefetchStream(c.kv, sv.blocks, kv_head, tile + n, std::min(kTileKeys, key_hi - tile - n))
                           : attn_detail::PrefetchStream(c.kv, after.blocks, after.kv_head, after.pos, after.count);
-    const int32_t r0 = first_row_reaching(tile);
+    const int32_t r0 = first_row_reaching(tile);        // rows before r0 are before the tile
+    const int32_t r1 = first_row_past(tile + n);        // rows from r1 on see none of it
+    int32_t r_cut = std::min(r1, first_row_past(tile + 1));  // rows from r_cut on: window starts inside
+    if (r0 >= r1) continue;
     if (c.tk.tile != nullptr && c.kv.block_size % 16 == 0) {
-      c.tk.tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.q_rows.data() + r0, num_rows - r0, row_pos(r0),
-                c.group, c.scale, sc.scores.data(), sc.part.data() + int64_t{r0} * stride, stride);
-      continue;
+      if (r0 < r_cut) {
+        c.tk.tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.q_rows.data() + r0, r_cut - r0, row_pos(r0),
+                  c.group, c.scale, sc.scores.data(), sc.part.data() + int64_t{r0} * stride, stride);
+      }
+      if (r_cut >= r1) continue;
+    } else {
+      r_cut = r0;  // the three steps below for every row
     }
     c.tk.load_tile(c.kv, sv.blocks, kv_head, tile, n, &next, sc.kt.data(), sc.vt.data(), sc.v_rows.data());
-    c.tk.scores(sc.q_rows.data() + r0, num_rows - r0, sc.kt.data(), hd, c.scale, sc.scores.data());
-    for (int32_t r = r0; r < num_rows; ++r) {
+    c.tk.scores(sc.q_rows.data() + r_cut, r1 - r_cut, sc.kt.data(), hd, c.scale, sc.scores.data());
+    for (int32_t r = r_cut; r < r1; ++r) {
       const int32_t n_row = std::min(n, row_pos(r) + 1 - tile);
-      c.tk.update(sc.scores.data() + int64_t{r - r0} * kTileKeys, n_row, sc.v_rows.data(), hd,
+      const int32_t skip = std::max(0, first_visible_key(c.kv, row_pos(r)) - tile);
+      update_from(c.tk, sc.scores.data() + int64_t{r - r_cut} * kTileKeys, skip, n_row, sc.v_rows.data(), hd,
                   sc.part.data() + int64_t{r} * stride);
     }
   }
-  return r_begin;
+  return rows;
 }
 
 void set_q_rows(const Call& c, const SeqView& sv, int32_t kv_head, int32_t first_token,
@@ -198,8 +236,8 @@ void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t k
   } else {
     set_q_rows(c, sv, kv_head, 0, num_rows, sc);
   }
-  const int32_t r_begin = run_partition(c, sv, kv_head, 0, num_rows, part_index, after, sc);
-  for (int32_t r = r_begin; r < num_rows; ++r) {
+  const RowRange rows = run_partition(c, sv, kv_head, 0, num_rows, part_index, after, sc);
+  for (int32_t r = rows.begin; r < rows.end; ++r) {
     const int64_t token = r / c.group;
     const int64_t head = int64_t{kv_head} * c.group + r % c.group;
     const float* state = sc.part.data() + int64_t{r} * stride;
@@ -216,10 +254,14 @@ void run_split_unit(const Call& c, const SeqView& sv, float* partials, int32_t k
 void finish_split_row(const Call& c, const SeqView& sv, const float* partials, int32_t token,
                       int32_t head, float* total) {
   const int32_t stride = state_stride(c.head_dim);
-  const int32_t num_parts_row = (sv.first_pos + token) / kPartitionKeys + 1;
+  const int32_t pos = sv.first_pos + token;
+  const int32_t first_part_row = first_visible_key(c.kv, pos) / kPartitionKeys;
+  const int32_t num_parts_row = pos / kPartitionKeys + 1;
   const float* base = partials + (int64_t{token} * c.num_heads + head) * sv.num_parts * stride;
-  std::memcpy(total, base, sizeof(float) * stride);
-  for (int32_t k = 1; k < num_parts_row; ++k) fold_state(total, base + int64_t{k} * stride, c.head_dim);
+  std::memcpy(total, base + int64_t{first_part_row} * stride, sizeof(float) * stride);
+  for (int32_t k = first_part_row + 1; k < num_parts_row; ++k) {
+    fold_state(total, base + int64_t{k} * stride, c.head_dim);
+  }
   finish_row(total, c.head_dim,
              c.out + ((int64_t{sv.q_begin} + token) * c.num_heads + head) * c.head_dim);
 }
@@ -233,15 +275,18 @@ void run_tiled_unit(const Call& c, const SeqView& sv, int32_t kv_head, int32_t t
   const int32_t stride = state_stride(c.head_dim);
   set_q_rows(c, sv, kv_head, first_token, num_rows, sc);
   const int32_t last_pos = sv.first_pos + first_token + num_tokens - 1;
-  for (int32_t k = 0; k <= last_pos / kPartitionKeys; ++k) {
+  auto first_part_of_row = [&](int32_t r) {
+    return first_visible_key(c.kv, sv.first_pos + first_token + r / c.group) / kPartitionKeys;
+  };
+  for (int32_t k = first_part_of_row(0); k <= last_pos / kPartitionKeys; ++k) {
     const int32_t next_lo = (k + 1) * kPartitionKeys;
     const KeyRange next_part{sv.blocks, kv_head, next_lo, std::min(kTileKeys, last_pos + 1 - next_lo)};
-    const int32_t r_begin =
+    const RowRange rows =
         run_partition(c, sv, kv_head, first_token, num_rows, k, next_lo <= last_pos ? next_part : after, sc);
-    for (int32_t r = r_begin; r < num_rows; ++r) {
+    for (int32_t r = rows.begin; r < rows.end; ++r) {
       float* total = sc.total.data() + int64_t{r} * stride;
       const float* part = sc.part.data() + int64_t{r} * stride;
-      if (k == 0) {
+      if (k == first_part_of_row(r)) {
         std::memcpy(total, part, sizeof(float) * stride);
       } else {
         fold_state(total, part, c.head_dim);
@@ -293,7 +338,7 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
     ws.unit_offset[s] = num_units;
     ws.partial_offset[s] = static_cast<int64_t>(num_partial_floats);
     if (sv.q_len == 0) continue;
-    num_units += int64_t{kv.num_kv_heads} * (sv.split ? sv.num_parts : sv.num_tiles);
+    num_units += int64_t{kv.num_kv_heads} * (sv.split ? sv.num_parts - sv.first_part : sv.num_tiles);
     if (sv.split && sv.num_parts > 1) {
       num_partial_floats += size_t(sv.q_len) * num_heads * sv.num_parts * stride;
     }
@@ -318,7 +363,9 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
   // cost a time slice per layer); each unit claims a scratch slot for its duration.
   int64_t work = 0;  // query rows x keys x heads
   for (int32_t s = 0; s < md.num_seqs; ++s) {
-    work += int64_t{md.query_start_loc[s + 1] - md.query_start_loc[s]} * md.seq_lens[s] * num_heads;
+    const int32_t q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+    const int32_t keys = kv.window > 0 ? std::min(md.seq_lens[s], kv.window + q_len) : md.seq_lens[s];
+    work += int64_t{q_len} * keys * num_heads;
   }
   const bool run_inline = work * kv.head_dim < kInlineWork;
   auto on_pool = [&](int64_t n, int64_t grain, auto&& body) {
@@ -338,8 +385,9 @@ void run_flash(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_
     const int32_t s = static_cast<int32_t>(it - ws.unit_offset.data()) - 1;
     const SeqView sv = seq_view(c, s);
     const int64_t local = u - ws.unit_offset[s];
-    const int32_t per_head = sv.split ? sv.num_parts : sv.num_tiles;
-    return Unit{s, sv, static_cast<int32_t>(local / per_head), static_cast<int32_t>(local % per_head)};
+    const int32_t per_head = sv.split ? sv.num_parts - sv.first_part : sv.num_tiles;
+    const int32_t index = static_cast<int32_t>(local % per_head) + (sv.split ? sv.first_part : 0);
+    return Unit{s, sv, static_cast<int32_t>(local / per_head), index};
   };
   // The first keys a unit reads (its partition's, or partition 0 for a tiled unit).
   auto first_keys = [&](const Unit& x) {

@@ -50,7 +50,16 @@ struct KvLayer {
   // kQ8 only: the scale of each K and each V row, [num_blocks][num_kv_heads][block_size] (scale_offset).
   float* k_scale = nullptr;
   float* v_scale = nullptr;
+  // Sliding-window attention (Gemma 3's local layers, Mistral-style SWA): a query at position p
+  // sees only the keys (p - window, p], i.e. the last `window` positions; 0 = every key [0, p].
+  // The kernels never read a tile that lies wholly before a row's window.
+  int32_t window = 0;
 };
+
+// First key position a query at position `pos` attends to in layer kv.
+inline int32_t first_visible_key(const KvLayer& kv, int32_t pos) {
+  return kv.window > 0 ? std::max(0, pos - kv.window + 1) : 0;
+}
 
 // Index into KvLayer::k_scale / v_scale of the row of the key in slot `in_block` of `block`, head kv_head.
 inline int64_t scale_offset(const KvLayer& kv, int64_t block, int32_t in_block, int32_t kv_head) {
@@ -176,7 +185,7 @@ void write_kv_head(const KvLayer& kv, int64_t slot, int32_t kv_head, const float
 
 // q, out: [num_tokens][num_heads][head_dim] f32. Query row j (0-based) of sequence s, which has
 // q_len = qsl[s+1]-qsl[s] rows, sits at position p = seq_lens[s] - q_len + j and attends causally
-// to positions [0, p] of that sequence's paged K/V (which already hold the new tokens: write_kv
+// to positions [first_visible_key(kv, p), p] of that sequence's paged K/V (which already hold the new tokens: write_kv
 // runs first). GQA: query head h reads KV head h / (num_heads / num_kv_heads); MQA when
 // num_kv_heads = 1. Dispatches once on util isa_level().
 void paged_attention(const KvLayer& kv, const AttnMetadata& md, const float* q, int32_t num_heads,

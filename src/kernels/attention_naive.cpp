@@ -1,5 +1,5 @@
 // write_kv and the naive attention twin: per sequence and query head, the whole score matrix
-// S[i][j] = scale * q_i . k_j (j <= position of row i), a softmax per row, then S V. Readable,
+// S[i][j] = scale * q_i . k_j (j <= position of row i, and inside the row's window if any), a softmax per row, then S V. Readable,
 // single-threaded, O(q_len * seq_len) scratch: the oracle the flash kernel is tested against.
 #include <algorithm>
 #include <cmath>
@@ -126,32 +126,33 @@ void paged_attention_naive(const KvLayer& kv, const AttnMetadata& md, const floa
     ws.note_naive(sizeof(float) * size_t(q_len) * seq_len);
     for (int32_t h = 0; h < num_heads; ++h) {
       const int32_t kv_head = h / group;
-      // S = scale * Q K^T, causal.
+      // S = scale * Q K^T, causal (and within the window: keys [first_visible_key, p]).
       for (int32_t i = 0; i < q_len; ++i) {
         const float* qi = q + (int64_t{q_begin + i} * num_heads + h) * hd;
         float* row = scores + int64_t{i} * seq_len;
-        for (int32_t j = 0; j <= first_pos + i; ++j) {
+        for (int32_t j = first_visible_key(kv, first_pos + i); j <= first_pos + i; ++j) {
           row[j] = scale * dot(qi, k_row(kv, blocks, kv_head, j, k_tmp), hd);
         }
       }
-      // softmax per row over its keys [0, first_pos + i].
+      // softmax per row over its keys [lo, first_pos + i].
       for (int32_t i = 0; i < q_len; ++i) {
         float* row = scores + int64_t{i} * seq_len;
+        const int32_t lo = first_visible_key(kv, first_pos + i);
         const int32_t n = first_pos + i + 1;
-        const float m = *std::max_element(row, row + n);
+        const float m = *std::max_element(row + lo, row + n);
         float sum = 0.0f;
-        for (int32_t j = 0; j < n; ++j) {
+        for (int32_t j = lo; j < n; ++j) {
           row[j] = std::exp(row[j] - m);
           sum += row[j];
         }
-        for (int32_t j = 0; j < n; ++j) row[j] /= sum;
+        for (int32_t j = lo; j < n; ++j) row[j] /= sum;
       }
       // O = P V.
       for (int32_t i = 0; i < q_len; ++i) {
         float* o = out + (int64_t{q_begin + i} * num_heads + h) * hd;
         const float* row = scores + int64_t{i} * seq_len;
         std::fill(o, o + hd, 0.0f);
-        for (int32_t j = 0; j <= first_pos + i; ++j) {
+        for (int32_t j = first_visible_key(kv, first_pos + i); j <= first_pos + i; ++j) {
           const float* vj = v_row(kv, blocks, kv_head, j, v_tmp);
           for (int32_t d = 0; d < hd; ++d) o[d] += row[j] * vj[d];
         }

@@ -85,6 +85,9 @@ void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
   }
 }
 
+// Scalar only: Gemma's FFN activation is a small share of its step (the matmuls dominate).
+void geglu(const float* gate, const float* up, float* out, int64_t n) { geglu_ref(gate, up, out, n); }
+
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 #if !defined(TESSERA_FORCE_SCALAR)
   if (use_avx2()) return avx2::swiglu(gate, up, out, n);

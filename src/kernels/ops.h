@@ -1,5 +1,5 @@
 // Element-wise and row-wise ops of the llama-family forward: rmsnorm, rope (normal and neox
-// layouts), swiglu, add, scale, softmax, argmax.
+// layouts), swiglu, geglu, add, scale, softmax, argmax.
 //
 // Every op has a scalar `_ref` twin (ops_ref.cpp) that the tests compare with; the plain name
 // dispatches once on util isa_level() to the fastest path this build and CPU allow.
@@ -27,6 +27,9 @@ struct RopeParams {
   RopeLayout layout = RopeLayout::kNormal;
   float freq_base = 10000.0f;  // theta_i = pos * freq_scale * freq_base^(-2i/head_dim)
   float freq_scale = 1.0f;     // linear position scaling (1 = none)
+  // Per-frequency divisors [head_dim / 2] (Llama 3.1+ `rope_freqs`: theta_i /= freq_factors[i]),
+  // or null for none. Not owned.
+  const float* freq_factors = nullptr;
 };
 
 // In place over x: [num_tokens][num_heads][head_dim]; positions: [num_tokens]. head_dim is even.
@@ -46,6 +49,11 @@ void rope_with_table(float* x, int64_t num_tokens, int64_t num_heads, int64_t he
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n);
+
+// out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated feed-forward), with
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). out may alias gate or up.
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n);
 
 // out[i] = fp32_to_fp16(x[i]) (util/fp16.h: round to nearest even, NaN -> quiet NaN without its
 // payload): the KV cache's f16 writes. The fast path converts 8 at a time with F16C.

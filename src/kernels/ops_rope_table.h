@@ -8,12 +8,14 @@
 
 namespace tessera::kernels {
 
-// theta = pos * freq_scale * freq_base^(-2i/head_dim), computed in double, rounded once.
+// theta = pos * freq_scale * freq_base^(-2i/head_dim) [/ freq_factors[i]], computed in double,
+// rounded once.
 inline void rope_cos_sin(int32_t pos, int64_t i, int64_t head_dim, const RopeParams& p, float* c,
                          float* s) {
   const double inv_freq = std::pow(static_cast<double>(p.freq_base),
                                    -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-  const double theta = static_cast<double>(pos) * static_cast<double>(p.freq_scale) * inv_freq;
+  double theta = static_cast<double>(pos) * static_cast<double>(p.freq_scale) * inv_freq;
+  if (p.freq_factors != nullptr) theta /= static_cast<double>(p.freq_factors[i]);
   *c = static_cast<float>(std::cos(theta));
   *s = static_cast<float>(std::sin(theta));
 }

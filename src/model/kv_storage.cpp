@@ -44,6 +44,7 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t num_blocks, int32_t bloc
     layer.block_size = block_size;
     layer.num_kv_heads = config.num_kv_heads;
     layer.head_dim = config.head_dim;
+    layer.window = config.window_of(l);  // the kernels skip keys before a local layer's window
   }
 }
 

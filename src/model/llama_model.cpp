@@ -22,15 +22,19 @@ Result<const gguf::TensorInfo*> expect_tensor(const gguf::GgufFile& f, const std
   return t;
 }
 
+// Rows [first_row, first_row + rows) of a [total_rows][cols] matrix: all of it, or one part of a
+// fused tensor (phi3's attn_qkv, its gate-up ffn_up); rows are whole blocks, so a part is a view.
 Result<kernels::WeightMatrix> load_matrix(const gguf::GgufFile& f, const std::string& name,
-                                          int64_t rows, int64_t cols) {
-  auto t = expect_tensor(f, name, {cols, rows});
+                                          int64_t rows, int64_t cols, int64_t first_row = 0,
+                                          int64_t total_rows = -1) {
+  auto t = expect_tensor(f, name, {cols, total_rows < 0 ? rows : total_rows});
   if (!t) return t.error();
   if (!kernels::dtype_supported_for_matmul((*t)->type)) {
     return make_error(ErrorCode::kUnsupported, "tensor '{}': type {} is not supported for matmul",
                       name, dtype_name((*t)->type));
   }
-  return kernels::WeightMatrix::view((*t)->type, (*t)->data, rows, cols);
+  const size_t offset = static_cast<size_t>(first_row) * dtype_row_bytes((*t)->type, cols);
+  return kernels::WeightMatrix::view((*t)->type, (*t)->data + offset, rows, cols);
 }
 
 // Norm weights and biases: any float type, copied to f32.
@@ -75,6 +79,7 @@ ForwardWorkspace::ForwardWorkspace(const ModelConfig& c, int32_t max_tokens, int
   up.resize(n * static_cast<size_t>(c.ffn_dim));
   final_rows.resize(n * static_cast<size_t>(c.dim));
   rope_cs.resize(n * static_cast<size_t>(c.head_dim));
+  if (c.num_local_layers() > 0) rope_cs_local.resize(n * static_cast<size_t>(c.head_dim));
 }
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& path, const LoadProgress& progress) {
@@ -109,8 +114,9 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::from_gguf(gguf::GgufFile file, c
   for (int32_t l = 0; l < c.num_layers; ++l) {
     LayerWeights& w = m->layers_[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
-    auto set_matrix = [&](kernels::WeightMatrix& dst, const char* name, int64_t rows, int64_t cols) -> Status {
-      auto r = load_matrix(f, p + name, rows, cols);
+    auto set_matrix = [&](kernels::WeightMatrix& dst, const char* name, int64_t rows, int64_t cols,
+                          int64_t first_row = 0, int64_t total_rows = -1) -> Status {
+      auto r = load_matrix(f, p + name, rows, cols, first_row, total_rows);
       if (!r) return r.error();
       dst = std::move(*r);
       m->weight_bytes_ += dst.bytes();
@@ -124,18 +130,38 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::from_gguf(gguf::GgufFile file, c
       return ok_status();
     };
     TESSERA_TRY(set_vector(w.attn_norm, "attn_norm.weight", c.dim));
-    TESSERA_TRY(set_matrix(w.wq, "attn_q.weight", c.q_dim(), c.dim));
-    TESSERA_TRY(set_matrix(w.wk, "attn_k.weight", c.kv_dim(), c.dim));
-    TESSERA_TRY(set_matrix(w.wv, "attn_v.weight", c.kv_dim(), c.dim));
+    if (c.fused_qkv) {
+      const int64_t qkv_rows = c.q_dim() + 2 * int64_t{c.kv_dim()};
+      TESSERA_TRY(set_matrix(w.wq, "attn_qkv.weight", c.q_dim(), c.dim, 0, qkv_rows));
+      TESSERA_TRY(set_matrix(w.wk, "attn_qkv.weight", c.kv_dim(), c.dim, c.q_dim(), qkv_rows));
+      TESSERA_TRY(set_matrix(w.wv, "attn_qkv.weight", c.kv_dim(), c.dim, c.q_dim() + c.kv_dim(), qkv_rows));
+    } else {
+      TESSERA_TRY(set_matrix(w.wq, "attn_q.weight", c.q_dim(), c.dim));
+      TESSERA_TRY(set_matrix(w.wk, "attn_k.weight", c.kv_dim(), c.dim));
+      TESSERA_TRY(set_matrix(w.wv, "attn_v.weight", c.kv_dim(), c.dim));
+    }
     TESSERA_TRY(set_matrix(w.wo, "attn_output.weight", c.dim, c.q_dim()));
+    if (c.has_qk_norm) {
+      TESSERA_TRY(set_vector(w.q_norm, "attn_q_norm.weight", c.head_dim));
+      TESSERA_TRY(set_vector(w.k_norm, "attn_k_norm.weight", c.head_dim));
+    }
+    if (c.has_post_norms) {
+      TESSERA_TRY(set_vector(w.post_attn_norm, "post_attention_norm.weight", c.dim));
+      TESSERA_TRY(set_vector(w.post_ffn_norm, "post_ffw_norm.weight", c.dim));
+    }
     if (c.has_qkv_bias) {
       TESSERA_TRY(set_vector(w.bq, "attn_q.bias", c.q_dim()));
       TESSERA_TRY(set_vector(w.bk, "attn_k.bias", c.kv_dim()));
       TESSERA_TRY(set_vector(w.bv, "attn_v.bias", c.kv_dim()));
     }
     TESSERA_TRY(set_vector(w.ffn_norm, "ffn_norm.weight", c.dim));
-    TESSERA_TRY(set_matrix(w.w_gate, "ffn_gate.weight", c.ffn_dim, c.dim));
-    TESSERA_TRY(set_matrix(w.w_up, "ffn_up.weight", c.ffn_dim, c.dim));
+    if (c.fused_gate_up) {
+      TESSERA_TRY(set_matrix(w.w_gate, "ffn_up.weight", c.ffn_dim, c.dim, 0, 2 * int64_t{c.ffn_dim}));
+      TESSERA_TRY(set_matrix(w.w_up, "ffn_up.weight", c.ffn_dim, c.dim, c.ffn_dim, 2 * int64_t{c.ffn_dim}));
+    } else {
+      TESSERA_TRY(set_matrix(w.w_gate, "ffn_gate.weight", c.ffn_dim, c.dim));
+      TESSERA_TRY(set_matrix(w.w_up, "ffn_up.weight", c.ffn_dim, c.dim));
+    }
     TESSERA_TRY(set_matrix(w.w_down, "ffn_down.weight", c.dim, c.ffn_dim));
     if (progress) progress(static_cast<double>(l + 1) / c.num_layers);
   }
@@ -170,14 +196,22 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       const int32_t id = batch.tokens[static_cast<size_t>(t)];
       TESSERA_CHECK(id >= 0 && id < c.vocab_size, "token id {} outside the vocabulary ({})", id, c.vocab_size);
       token_embd_.dequantize_row(id, x + t * dim);
+      if (c.embedding_scale != 1.0f) kernels::scale(x + t * dim, c.embedding_scale, dim);
     }
   }
 
   {
     OpScope scope(Op::kRope);  // the rotation factors of this batch's positions, for every layer
-    kernels::rope_table(batch.positions.data(), num_tokens, c.head_dim, c.rope, ws.rope_cs.data());
+    kernels::RopeParams rope = c.rope;
+    rope.freq_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
+    kernels::rope_table(batch.positions.data(), num_tokens, c.head_dim, rope, ws.rope_cs.data());
+    if (!ws.rope_cs_local.empty()) {
+      kernels::RopeParams local = c.rope_local;
+      local.freq_factors = rope.freq_factors;
+      kernels::rope_table(batch.positions.data(), num_tokens, c.head_dim, local, ws.rope_cs_local.data());
+    }
   }
-  const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const float attn_scale = c.attn_scale;
   // Every sequence decoding one token: the attention rotates q and k and writes the K/V itself.
   const bool decode_step = kernels::is_single_token_step(batch.attn);
   // The per-token ops between the matmuls (norms, bias, rope, KV writes, residual adds) split their
@@ -223,17 +257,29 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
         }
       });
     }
+    if (c.has_qk_norm) {  // each head of q and k normed on its own (rows of head_dim)
+      OpScope scope(Op::kRmsnorm);
+      over_rows([&](int64_t t0, int64_t t1) {
+        kernels::rmsnorm(ws.q.data() + t0 * c.q_dim(), w.q_norm.data(), c.rms_eps, ws.q.data() + t0 * c.q_dim(),
+                         c.head_dim, (t1 - t0) * c.num_heads);
+        kernels::rmsnorm(ws.k.data() + t0 * c.kv_dim(), w.k_norm.data(), c.rms_eps, ws.k.data() + t0 * c.kv_dim(),
+                         c.head_dim, (t1 - t0) * c.num_kv_heads);
+      });
+    }
     const kernels::KvLayer& kv_layer = kv.layer(l);
+    TESSERA_CHECK(kv_layer.window == c.window_of(l), "layer {}: KV window {} != the model's {}", l, kv_layer.window,
+                  c.window_of(l));
+    const float* rope_cs = c.is_local(l) ? ws.rope_cs_local.data() : ws.rope_cs.data();
     if (decode_step) {  // rope and the K/V writes inside the attention's units (same bits)
       OpScope scope(Op::kAttention);
-      const kernels::DecodeTokens fresh{ws.k.data(), ws.v.data(), ws.rope_cs.data(), c.rope.layout};
+      const kernels::DecodeTokens fresh{ws.k.data(), ws.v.data(), rope_cs, c.rope.layout};
       kernels::paged_attention_decode(kv_layer, batch.attn, ws.q.data(), fresh, c.num_heads, attn_scale,
                                       ws.attn.data(), pool, ws.attn_ws);
     } else {
       {
         OpScope scope(Op::kRope);
         over_rows([&](int64_t t0, int64_t t1) {
-          const float* table = ws.rope_cs.data() + t0 * c.head_dim;
+          const float* table = rope_cs + t0 * c.head_dim;
           kernels::rope_with_table(ws.q.data() + t0 * c.q_dim(), t1 - t0, c.num_heads, c.head_dim, c.rope.layout, table);
           kernels::rope_with_table(ws.k.data() + t0 * c.kv_dim(), t1 - t0, c.num_kv_heads, c.head_dim, c.rope.layout, table);
         });
@@ -252,6 +298,12 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     {
       OpScope scope(Op::kWo);
       kernels::matmul(w.wo, ws.attn.data(), num_tokens, h, pool);
+    }
+    if (c.has_post_norms) {
+      OpScope scope(Op::kRmsnorm);
+      over_rows([&](int64_t t0, int64_t t1) {
+        kernels::rmsnorm(h + t0 * dim, w.post_attn_norm.data(), c.rms_eps, h + t0 * dim, dim, t1 - t0);
+      });
     }
 
     // Feed-forward block.
@@ -273,12 +325,24 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       const float* up = ws.up.data();
       const int64_t chunk = num_tokens < 8 ? num_tokens : (num_tokens + 2 * pool.num_threads() - 1) / (2 * pool.num_threads());
       pool.for_chunks(num_tokens, chunk, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) kernels::swiglu(gate + t * ffn, up + t * ffn, gate + t * ffn, ffn);
+        for (int64_t t = t0; t < t1; ++t) {
+          if (c.ffn_activation == ModelConfig::Activation::kGeluTanh) {
+            kernels::geglu(gate + t * ffn, up + t * ffn, gate + t * ffn, ffn);
+          } else {
+            kernels::swiglu(gate + t * ffn, up + t * ffn, gate + t * ffn, ffn);
+          }
+        }
       });
     }
     {
       OpScope scope(Op::kFfnDown);
       kernels::matmul(w.w_down, ws.gate.data(), num_tokens, h, pool);
+    }
+    if (c.has_post_norms) {
+      OpScope scope(Op::kRmsnorm);
+      over_rows([&](int64_t t0, int64_t t1) {
+        kernels::rmsnorm(h + t0 * dim, w.post_ffn_norm.data(), c.rms_eps, h + t0 * dim, dim, t1 - t0);
+      });
     }
     // The feed-forward residual is added by the next layer's first norm, or just below.
   }

@@ -2,11 +2,15 @@
 // the paged KV cache through the block tables in AttnMetadata. Weights are views into the mapped
 // GGUF (repacked by kernels::WeightMatrix where that pays); norms and biases are copied to f32.
 //
-//   x[T][dim] = embed(tokens)
-//   per layer:  h = rmsnorm(x)·attn_norm;  q,k,v = h·Wq,Wk,Wv (+bias);  rope(q,k, positions)
-//               write_kv(k,v → slots);  a = paged_attention(q);  x += a·Wo
-//               h = rmsnorm(x)·ffn_norm;  x += (silu(h·Wgate) ⊙ h·Wup)·Wdown
+//   x[T][dim] = embed(tokens) · embedding_scale
+//   per layer:  h = rmsnorm(x)·attn_norm;  q,k,v = h·Wq,Wk,Wv (+bias);  [q,k = rmsnorm per head]
+//               rope(q,k, positions; the local or global rope of the layer)
+//               write_kv(k,v → slots);  a = paged_attention(q; the layer's window);
+//               x += [rmsnorm](a·Wo)·post_attention_norm
+//               h = rmsnorm(x)·ffn_norm;  x += [rmsnorm]((act(h·Wgate) ⊙ h·Wup)·Wdown)·post_ffw_norm
 //   logits[R][vocab] = rmsnorm(x[rows])·output_norm · Wout   (only the R rows that need them)
+// [..] only where the family has it (ModelConfig: gemma3, qwen3); act is silu or gelu-tanh. Fused
+// tensors (phi3's attn_qkv and gate-up) are loaded as views of their row ranges.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,6 +36,8 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;            // [q_dim], [kv_dim], [kv_dim]; empty without bias
   std::vector<float> ffn_norm;              // [dim]
   kernels::WeightMatrix w_gate, w_up, w_down;  // [ffn][dim] x2, [dim][ffn]
+  std::vector<float> q_norm, k_norm;        // [head_dim] each (QK-norm); empty without
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [dim] each (gemma3); empty without
 };
 
 // One forward step's inputs (plain data, built by the runner).
@@ -56,6 +62,7 @@ class ForwardWorkspace {
   AlignedVector<float> x, h, q, k, v, attn, gate, up;  // [max_tokens][width]
   AlignedVector<float> final_rows;                     // [max_tokens][dim]
   std::vector<float> rope_cs;                          // [max_tokens][head_dim / 2][2] (cos, sin)
+  std::vector<float> rope_cs_local;                    // the same for local layers (empty without)
   kernels::AttnWorkspace attn_ws;
 };
 

@@ -3,6 +3,7 @@
 // prefill, several chunks, token by token, batched with others) sees the same data.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -64,6 +65,21 @@ class PagedFixture {
   }
 
   const KvLayer& kv() const { return kv_; }
+  // Makes this a sliding-window layer: a query at p sees keys (p - window, p] (0: all).
+  void set_window(int32_t window) { kv_.window = window; }
+  // Overwrites the stored K and V of key `pos` of sequence `seq` (every head) with NaN bytes: a
+  // kernel that reads them gets NaN in its output.
+  void poison(int32_t seq, int32_t pos) {
+    const int32_t block = tables_[seq][pos / kv_.block_size];
+    const int32_t in_block = pos % kv_.block_size;
+    const size_t elem = static_cast<size_t>(kv_element_bytes(kv_.dtype));
+    for (int32_t h = 0; h < kv_.num_kv_heads; ++h) {
+      for (int32_t d = 0; d < kv_.head_dim; ++d) {
+        std::memset(k_store_.data() + (k_offset(kv_, block, in_block, h) + int64_t{d} * kv_.block_size) * elem, 0xff, elem);
+      }
+      std::memset(v_store_.data() + v_offset(kv_, block, in_block, h) * elem, 0xff, elem * kv_.head_dim);
+    }
+  }
   // Rotates q and k by their positions from now on (rope_table of RopeParams{layout}).
   void use_rope(RopeLayout layout) { rope_ = RopeParams{layout, 10000.0f, 1.0f}, has_rope_ = true; }
   // The whole cache, for bit comparisons.
