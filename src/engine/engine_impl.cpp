@@ -7,6 +7,7 @@
 #include "sample/sampler.h"
 #include "tokenizer/chat_template.h"
 #include "kernels/kernels_info.h"
+#include "kv/kv_plan.h"
 #include "util/log.h"
 
 namespace tessera {
@@ -139,6 +140,23 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
                  static_cast<double>(info.kv_cache_bytes) / (1 << 20), config.kv_dtype.c_str(),
                  static_cast<long long>(bytes_per_token), info.num_kv_blocks, info.block_size,
                  info.max_concurrency, max_model_len);
+    if (mc.num_local_layers() > 0) {  // the KV layout per layer type (kv/ KvPlan's arithmetic)
+      kv::KvPlanInput in;
+      in.shape = {mc.name, mc.num_layers, mc.num_heads, mc.num_kv_heads, mc.head_dim, max_model_len, 0,
+                  mc.num_local_layers(), mc.sliding_window};
+      in.context = max_model_len;
+      in.block_size = config.block_size;
+      in.kv_dtype = config.kv_dtype == "f32" ? DType::F32 : DType::F16;
+      if (auto plan = kv::compute_kv_plan(in); plan && config.kv_dtype != "q8") {
+        std::fprintf(stderr,
+                     "tessera: KV layout: %d local layers (%d-token window, attention skips keys before it) + %d "
+                     "global, one block table for all layers: %.1f MiB per full-context sequence (%.1f MiB if the "
+                     "blocks before the window were freed)\n",
+                     mc.num_local_layers(), mc.sliding_window, mc.num_layers - mc.num_local_layers(),
+                     static_cast<double>(plan->bytes_per_sequence_kept) / (1 << 20),
+                     static_cast<double>(plan->bytes_per_sequence_freed) / (1 << 20));
+      }
+    }
   }
 
   MetricsSnapshot& m = e->live_metrics_;
@@ -155,7 +173,13 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
 EngineImpl::~EngineImpl() { shutdown(std::chrono::milliseconds(0)); }
 
 std::vector<int32_t> EngineImpl::tokenize(const std::string& text, bool add_bos, bool parse_special) const {
-  return tokenizer_->encode(text, add_bos, parse_special);
+  std::vector<int32_t> ids = tokenizer_->encode(text, add_bos, parse_special);
+  // A rendered chat template that writes the BOS itself (Gemma's, Llama 3's) must not get a second
+  // one: the model never saw "<bos><bos>" (HF's apply_chat_template adds no special tokens).
+  if (add_bos && parse_special && ids.size() >= 2 && ids[0] == info_.bos_id && ids[1] == info_.bos_id) {
+    ids.erase(ids.begin());
+  }
+  return ids;
 }
 
 std::string EngineImpl::detokenize(const std::vector<int32_t>& ids) const {

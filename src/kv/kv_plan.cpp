@@ -63,13 +63,27 @@ Result<KvPlan> compute_kv_plan(const KvPlanInput& input) {
                       in.avg_tokens, in.context);
   }
   if (in.weight_bytes < 0) in.weight_bytes = static_cast<int64_t>(std::llround(shape.num_params * 2));
-  if (in.memory_bytes <= 0) {
-    return make_error(ErrorCode::kInvalidArgument, "need --memory (bytes for weights + KV)");
+  if (shape.num_local_layers < 0 || shape.num_local_layers > shape.num_layers ||
+      (shape.num_local_layers > 0) != (shape.sliding_window > 0)) {
+    return make_error(ErrorCode::kInvalidArgument, "{} local layers with a window of {} (of {} layers)",
+                      shape.num_local_layers, shape.sliding_window, shape.num_layers);
   }
 
   const int64_t row_bytes = static_cast<int64_t>(dtype_row_bytes(in.kv_dtype, shape.head_dim));
   plan.bytes_per_token = 2 * int64_t{shape.num_layers} * shape.num_kv_heads * row_bytes;
   plan.bytes_per_block = plan.bytes_per_token * in.block_size;
+  plan.blocks_per_request = (in.context + in.block_size - 1) / in.block_size;
+  plan.bytes_per_token_local = 2 * int64_t{shape.num_local_layers} * shape.num_kv_heads * row_bytes;
+  plan.bytes_per_token_global = plan.bytes_per_token - plan.bytes_per_token_local;
+  plan.local_blocks_per_request =
+      shape.num_local_layers == 0
+          ? plan.blocks_per_request
+          : std::min<int64_t>(plan.blocks_per_request, (shape.sliding_window - 1 + in.block_size - 1) / in.block_size + 1);
+  plan.bytes_per_sequence_kept = plan.bytes_per_block * plan.blocks_per_request;
+  plan.bytes_per_sequence_freed = in.block_size * (plan.bytes_per_token_global * plan.blocks_per_request +
+                                                   plan.bytes_per_token_local * plan.local_blocks_per_request);
+  plan.has_budget = in.memory_bytes > 0;
+  if (!plan.has_budget) return plan;  // bytes per token and per sequence only
   plan.kv_budget_bytes = in.memory_bytes - in.weight_bytes;
   if (plan.kv_budget_bytes <= 0) {
     return make_error(ErrorCode::kOutOfRange,
@@ -77,7 +91,7 @@ Result<KvPlan> compute_kv_plan(const KvPlanInput& input) {
                       in.weight_bytes, in.memory_bytes);
   }
   plan.num_blocks = plan.kv_budget_bytes / plan.bytes_per_block;
-  plan.blocks_per_request = (in.context + in.block_size - 1) / in.block_size;
+  plan.concurrency_windows_freed = plan.kv_budget_bytes / plan.bytes_per_sequence_freed;
   plan.max_concurrency = plan.num_blocks / plan.blocks_per_request;
   plan.max_concurrency_exact = static_cast<double>(plan.kv_budget_bytes) /
                                (static_cast<double>(plan.bytes_per_token) * in.context);
@@ -117,6 +131,21 @@ std::string render_kv_plan_table(const KvPlan& plan) {
                      in.block_size);
   out += fmt::format("bytes per token  {} ({})\n", plan.bytes_per_token,
                      human_bytes(static_cast<double>(plan.bytes_per_token)));
+  if (s.num_local_layers > 0) {
+    out += fmt::format("  per layer type {} global layers {} B/token; {} local layers (window {}) {} B/token\n",
+                       s.num_layers - s.num_local_layers, plan.bytes_per_token_global, s.num_local_layers,
+                       s.sliding_window, plan.bytes_per_token_local);
+  }
+  out += fmt::format("bytes per seq    {} ({}) at {} tokens, every layer keeping every block\n",
+                     plan.bytes_per_sequence_kept, human_bytes(static_cast<double>(plan.bytes_per_sequence_kept)),
+                     in.context);
+  if (s.num_local_layers > 0) {
+    out += fmt::format("                 {} ({}) with windows freed (local layers keep {} of {} blocks): {:.2f}x less\n",
+                       plan.bytes_per_sequence_freed, human_bytes(static_cast<double>(plan.bytes_per_sequence_freed)),
+                       plan.local_blocks_per_request, plan.blocks_per_request,
+                       static_cast<double>(plan.bytes_per_sequence_kept) / plan.bytes_per_sequence_freed);
+  }
+  if (!plan.has_budget) return out + "(no --memory: no budget, blocks or concurrency)\n";
   out += fmt::format("memory           {} - weights {} = KV budget {}\n",
                      human_bytes(static_cast<double>(in.memory_bytes)),
                      human_bytes(static_cast<double>(in.weight_bytes)),
@@ -125,6 +154,11 @@ std::string render_kv_plan_table(const KvPlan& plan) {
                      plan.num_blocks * in.block_size);
   out += fmt::format("concurrency      {} requests of {} tokens ({:.2f} unrounded)\n",
                      plan.max_concurrency, in.context, plan.max_concurrency_exact);
+  if (s.num_local_layers > 0) {
+    out += fmt::format("                 {} requests with windows freed ({:.2f}x)\n", plan.concurrency_windows_freed,
+                       plan.max_concurrency > 0 ? static_cast<double>(plan.concurrency_windows_freed) / plan.max_concurrency
+                                                : 0.0);
+  }
   out += fmt::format("\nat {} tokens used per request (of {} reserved):\n", in.avg_tokens,
                      in.context);
   out += fmt::format("  {:<28} {:>12} {:>10}\n", "layout", "concurrency", "waste");
@@ -159,6 +193,14 @@ std::string render_kv_plan_json(const KvPlan& plan) {
       {"contiguous_waste", plan.contiguous_waste},
       {"paged_concurrency", plan.paged_concurrency},
       {"paged_waste", plan.paged_waste},
+      {"num_local_layers", in.shape.num_local_layers},
+      {"sliding_window", in.shape.sliding_window},
+      {"bytes_per_token_global", plan.bytes_per_token_global},
+      {"bytes_per_token_local", plan.bytes_per_token_local},
+      {"bytes_per_sequence_kept", plan.bytes_per_sequence_kept},
+      {"bytes_per_sequence_freed", plan.bytes_per_sequence_freed},
+      {"concurrency_windows_freed", plan.concurrency_windows_freed},
+      {"has_budget", plan.has_budget},
   };
   return j.dump() + "\n";
 }
@@ -168,6 +210,7 @@ namespace {
 struct ParsedFlags {
   std::string preset, memory, weights, kv_dtype = "f16";
   int32_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0, context = 0, avg_tokens = 0;
+  int32_t local_layers = 0, window = 0;
   int32_t block_size = 16;
   bool json = false, list_presets = false;
 };
@@ -184,6 +227,8 @@ void add_flags(CLI::App& app, ParsedFlags& f) {
   app.add_option("--avg-tokens", f.avg_tokens, "tokens a request really uses (default: context)");
   app.add_option("--kv-dtype", f.kv_dtype, "KV element type: f16, bf16, f32, q8_0, ...");
   app.add_option("--block-size", f.block_size, "tokens per KV block");
+  app.add_option("--local-layers", f.local_layers, "layers with a sliding window (with --window)");
+  app.add_option("--window", f.window, "tokens a local layer attends to");
   app.add_flag("--json", f.json, "one JSON object instead of the table");
   app.add_flag("--list-presets", f.list_presets, "print the preset names");
 }
@@ -201,6 +246,8 @@ Result<KvPlanInput> to_input(const ParsedFlags& f) {
   if (f.heads > 0) in.shape.num_heads = f.heads;
   if (f.kv_heads > 0) in.shape.num_kv_heads = f.kv_heads;
   if (f.head_dim > 0) in.shape.head_dim = f.head_dim;
+  if (f.local_layers > 0) in.shape.num_local_layers = f.local_layers;
+  if (f.window > 0) in.shape.sliding_window = f.window;
   if (f.preset.empty() && (f.layers <= 0 || f.kv_heads <= 0 || f.head_dim <= 0)) {
     return make_error(ErrorCode::kInvalidArgument,
                       "give --preset NAME or all of --layers, --kv-heads, --head-dim");

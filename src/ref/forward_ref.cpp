@@ -45,7 +45,8 @@ void rope(float* vec, int32_t num_heads, int32_t head_dim, int32_t pos, const ke
     float* head = vec + h * head_dim;
     for (int32_t i = 0; i < head_dim / 2; ++i) {
       const double freq = std::pow(static_cast<double>(p.freq_base), -2.0 * i / head_dim);
-      const double angle = static_cast<double>(pos) * p.freq_scale * freq;
+      double angle = static_cast<double>(pos) * p.freq_scale * freq;
+      if (p.freq_factors != nullptr) angle /= p.freq_factors[i];  // Llama 3.1 rope_freqs
       const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
       const int32_t a = p.layout == kernels::RopeLayout::kNormal ? 2 * i : i;
       const int32_t b = p.layout == kernels::RopeLayout::kNormal ? 2 * i + 1 : i + head_dim / 2;
@@ -82,9 +83,27 @@ Result<std::unique_ptr<RefModel>> RefModel::load(const std::string& path) {
     Layer& w = m->layers_[static_cast<size_t>(l)];
     const std::string p = fmt::format("blk.{}.", l);
     TESSERA_TRY(load(w.attn_norm, p + "attn_norm.weight"));
-    TESSERA_TRY(load(w.wq, p + "attn_q.weight"));
-    TESSERA_TRY(load(w.wk, p + "attn_k.weight"));
-    TESSERA_TRY(load(w.wv, p + "attn_v.weight"));
+    if (c.fused_qkv) {  // [q_dim + 2 kv_dim][dim]: q rows, then k, then v
+      std::vector<float> qkv;
+      TESSERA_TRY(load(qkv, p + "attn_qkv.weight"));
+      const auto q_end = qkv.begin() + static_cast<int64_t>(c.q_dim()) * c.dim;
+      const auto k_end = q_end + static_cast<int64_t>(c.kv_dim()) * c.dim;
+      w.wq.assign(qkv.begin(), q_end);
+      w.wk.assign(q_end, k_end);
+      w.wv.assign(k_end, qkv.end());
+    } else {
+      TESSERA_TRY(load(w.wq, p + "attn_q.weight"));
+      TESSERA_TRY(load(w.wk, p + "attn_k.weight"));
+      TESSERA_TRY(load(w.wv, p + "attn_v.weight"));
+    }
+    if (c.has_qk_norm) {
+      TESSERA_TRY(load(w.q_norm, p + "attn_q_norm.weight"));
+      TESSERA_TRY(load(w.k_norm, p + "attn_k_norm.weight"));
+    }
+    if (c.has_post_norms) {
+      TESSERA_TRY(load(w.post_attn_norm, p + "post_attention_norm.weight"));
+      TESSERA_TRY(load(w.post_ffn_norm, p + "post_ffw_norm.weight"));
+    }
     TESSERA_TRY(load(w.wo, p + "attn_output.weight"));
     if (c.has_qkv_bias) {
       TESSERA_TRY(load(w.bq, p + "attn_q.bias"));
@@ -92,8 +111,16 @@ Result<std::unique_ptr<RefModel>> RefModel::load(const std::string& path) {
       TESSERA_TRY(load(w.bv, p + "attn_v.bias"));
     }
     TESSERA_TRY(load(w.ffn_norm, p + "ffn_norm.weight"));
-    TESSERA_TRY(load(w.w_gate, p + "ffn_gate.weight"));
-    TESSERA_TRY(load(w.w_up, p + "ffn_up.weight"));
+    if (c.fused_gate_up) {  // [2 ffn][dim]: gate rows, then up
+      std::vector<float> gate_up;
+      TESSERA_TRY(load(gate_up, p + "ffn_up.weight"));
+      const auto half = gate_up.begin() + static_cast<int64_t>(c.ffn_dim) * c.dim;
+      w.w_gate.assign(gate_up.begin(), half);
+      w.w_up.assign(half, gate_up.end());
+    } else {
+      TESSERA_TRY(load(w.w_gate, p + "ffn_gate.weight"));
+      TESSERA_TRY(load(w.w_up, p + "ffn_up.weight"));
+    }
     TESSERA_TRY(load(w.w_down, p + "ffn_down.weight"));
   }
   const auto ctx = static_cast<size_t>(c.context_length);
@@ -118,7 +145,8 @@ const std::vector<float>& RefModel::forward(int32_t token, int32_t pos) {
   TESSERA_CHECK(token >= 0 && token < c.vocab_size, "ref forward: token {}", token);
   const int32_t dim = c.dim, kv_dim = c.kv_dim(), hd = c.head_dim;
   float* x = x_.data();
-  for (int32_t j = 0; j < dim; ++j) x[j] = token_embd_[static_cast<size_t>(token) * dim + j];
+  for (int32_t j = 0; j < dim; ++j) x[j] = token_embd_[static_cast<size_t>(token) * dim + j] * c.embedding_scale;
+  const float* freq_factors = c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data();
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const Layer& w = layers_[static_cast<size_t>(l)];
@@ -131,32 +159,40 @@ const std::vector<float>& RefModel::forward(int32_t token, int32_t pos) {
       for (int32_t j = 0; j < c.q_dim(); ++j) q_[j] += w.bq[j];
       for (int32_t j = 0; j < kv_dim; ++j) k_[j] += w.bk[j], v_[j] += w.bv[j];
     }
-    rope(q_.data(), c.num_heads, hd, pos, c.rope);
-    rope(k_.data(), c.num_kv_heads, hd, pos, c.rope);
+    if (c.has_qk_norm) {  // each head normed on its own
+      for (int32_t h = 0; h < c.num_heads; ++h) rmsnorm(&q_[h * hd], &q_[h * hd], w.q_norm, hd, c.rms_eps);
+      for (int32_t h = 0; h < c.num_kv_heads; ++h) rmsnorm(&k_[h * hd], &k_[h * hd], w.k_norm, hd, c.rms_eps);
+    }
+    kernels::RopeParams rope_params = c.is_local(l) ? c.rope_local : c.rope;
+    rope_params.freq_factors = freq_factors;
+    rope(q_.data(), c.num_heads, hd, pos, rope_params);
+    rope(k_.data(), c.num_kv_heads, hd, pos, rope_params);
+    // A local layer attends to the last sliding_window positions only.
+    const int32_t first = c.is_local(l) ? std::max(0, pos - c.sliding_window + 1) : 0;
     // The cache row of this position: key_cache[l][pos][:] = k
     const size_t layer_off = static_cast<size_t>(l) * c.context_length * kv_dim;
     for (int32_t j = 0; j < kv_dim; ++j) {
       key_cache_[layer_off + static_cast<size_t>(pos) * kv_dim + j] = k_[j];
       value_cache_[layer_off + static_cast<size_t>(pos) * kv_dim + j] = v_[j];
     }
-    // Per query head: att = softmax(q·K[0..pos] / sqrt(hd)); out = att @ V. GQA: head h reads
-    // KV head h / group.
+    // Per query head: att = softmax(q·K[first..pos] · attn_scale); out = att @ V. GQA: head h
+    // reads KV head h / group.
     for (int32_t h = 0; h < c.num_heads; ++h) {
       const float* qh = q_.data() + h * hd;
       const int32_t kvh = h / c.group_size();
       float max_score = -INFINITY;
-      for (int32_t t = 0; t <= pos; ++t) {
+      for (int32_t t = first; t <= pos; ++t) {
         const float* kt = key_cache_.data() + layer_off + static_cast<size_t>(t) * kv_dim + kvh * hd;
         float score = 0.0f;
         for (int32_t i = 0; i < hd; ++i) score += qh[i] * kt[i];
-        att_[t] = score / std::sqrt(static_cast<float>(hd));
+        att_[t] = score * c.attn_scale;
         max_score = std::max(max_score, att_[t]);
       }
       float sum = 0.0f;
-      for (int32_t t = 0; t <= pos; ++t) sum += (att_[t] = std::exp(att_[t] - max_score));
+      for (int32_t t = first; t <= pos; ++t) sum += (att_[t] = std::exp(att_[t] - max_score));
       float* out = xb_.data() + h * hd;
       for (int32_t i = 0; i < hd; ++i) out[i] = 0.0f;
-      for (int32_t t = 0; t <= pos; ++t) {
+      for (int32_t t = first; t <= pos; ++t) {
         const float* vt = value_cache_.data() + layer_off + static_cast<size_t>(t) * kv_dim + kvh * hd;
         const float a = att_[t] / sum;
         for (int32_t i = 0; i < hd; ++i) out[i] += a * vt[i];
@@ -164,16 +200,21 @@ const std::vector<float>& RefModel::forward(int32_t token, int32_t pos) {
     }
     // x += attn @ Wo.T
     matvec(xb2_.data(), xb_.data(), w.wo, dim, c.q_dim());
+    if (c.has_post_norms) rmsnorm(xb2_.data(), xb2_.data(), w.post_attn_norm, dim, c.rms_eps);
     for (int32_t j = 0; j < dim; ++j) x[j] += xb2_[j];
-    // x += (silu(h @ Wgate.T) * (h @ Wup.T)) @ Wdown.T
+    // x += (act(h @ Wgate.T) * (h @ Wup.T)) @ Wdown.T;  act = silu or gelu (tanh form)
     rmsnorm(xb_.data(), x, w.ffn_norm, dim, c.rms_eps);
     matvec(hb_.data(), xb_.data(), w.w_gate, c.ffn_dim, dim);
     matvec(hb2_.data(), xb_.data(), w.w_up, c.ffn_dim, dim);
     for (int32_t j = 0; j < c.ffn_dim; ++j) {
       const float g = hb_[j];
-      hb_[j] = g / (1.0f + std::exp(-g)) * hb2_[j];
+      const float act = c.ffn_activation == ModelConfig::Activation::kGeluTanh
+                            ? 0.5f * g * (1.0f + std::tanh(0.7978845608f * (g + 0.044715f * g * g * g)))
+                            : g / (1.0f + std::exp(-g));
+      hb_[j] = act * hb2_[j];
     }
     matvec(xb2_.data(), hb_.data(), w.w_down, dim, c.ffn_dim);
+    if (c.has_post_norms) rmsnorm(xb2_.data(), xb2_.data(), w.post_ffn_norm, dim, c.rms_eps);
     for (int32_t j = 0; j < dim; ++j) x[j] += xb2_[j];
   }
   rmsnorm(x, x, output_norm_, dim, c.rms_eps);

@@ -1,6 +1,8 @@
 // The oracle: a readable fp32 scalar forward for one sequence with a contiguous KV cache, in the
 // style of llama2.c's run.c. Every weight is dequantized to f32 up front (kernels' *_ref
 // dequantizers); nothing here is optimized. Tests compare the fast batched forward with it.
+// Covers every family ModelConfig accepts: QK-norm, post norms, GELU-tanh, embedding scale,
+// sliding-window layers with their own rope, rope_freqs, fused QKV / gate-up (split at load).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,6 +27,7 @@ class RefModel {
  private:
   struct Layer {
     std::vector<float> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+    std::vector<float> q_norm, k_norm, post_attn_norm, post_ffn_norm;  // empty where the family has none
   };
   ModelConfig config_;
   std::vector<float> token_embd_, output_norm_, output_;   // [vocab][dim], [dim], [vocab][dim]

@@ -118,5 +118,38 @@ TEST(KvPlan, ByteSizesUseTheSharedParser) {
   EXPECT_EQ(p.max_concurrency, 32);
 }
 
+// Gemma-3-270M's shape (18 layers, 15 with a 512-token window, 1 KV head x 256, f16) at 8,192
+// tokens: a local layer holds at most ceil(511 / 16) + 1 = 33 of the 512 blocks once the blocks
+// before its window are freed.
+TEST(KvPlan, SlidingWindowLayersCountedPerLayerType) {
+  const std::vector<std::string> shape = {"--layers", "18", "--kv-heads", "1", "--head-dim", "256", "--heads", "4",
+                                          "--local-layers", "15", "--window", "512", "--context", "8192"};
+  const KvPlan p = plan_for(shape);  // no --memory: bytes only
+  EXPECT_FALSE(p.has_budget);
+  EXPECT_EQ(p.bytes_per_token, 18432);
+  EXPECT_EQ(p.bytes_per_token_global, 3072);
+  EXPECT_EQ(p.bytes_per_token_local, 15360);
+  EXPECT_EQ(p.blocks_per_request, 512);
+  EXPECT_EQ(p.local_blocks_per_request, 33);
+  EXPECT_EQ(p.bytes_per_sequence_kept, 150994944);
+  EXPECT_EQ(p.bytes_per_sequence_freed, 16 * (3072 * 512 + 15360 * 33));  // 33275904: 4.54x less
+  const std::string table = render_kv_plan_table(p);
+  EXPECT_NE(table.find("with windows freed"), std::string::npos) << table;
+  EXPECT_NE(table.find("no --memory"), std::string::npos) << table;
+
+  std::vector<std::string> budget = shape;
+  budget.insert(budget.end(), {"--memory", "1GiB", "--weights", "0"});
+  const KvPlan q = plan_for(budget);
+  EXPECT_EQ(q.max_concurrency, 7);               // 3640 blocks / 512
+  EXPECT_EQ(q.concurrency_windows_freed, 32);    // 1 GiB / 33275904 bytes
+  EXPECT_GE(q.concurrency_windows_freed, 4 * q.max_concurrency);
+  // A window on every layer but no window size (or the reverse) is an input error.
+  bool json = false;
+  auto bad = parse_kv_plan_args({"--layers", "4", "--kv-heads", "1", "--head-dim", "64", "--local-layers", "2",
+                                 "--context", "100"}, &json);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(compute_kv_plan(*bad).ok());
+}
+
 }  // namespace
 }  // namespace tessera::kv

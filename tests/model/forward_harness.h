@@ -1,6 +1,7 @@
 // Test harness: runs one sequence through LlamaModel::forward with a paged cache whose block table
 // is simply 0, 1, 2, ... — chunked as the caller asks — so model tests need no scheduler.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -21,7 +22,11 @@ class SingleSequence {
   }
 
   // Feeds `tokens` at the next positions as one chunk; returns the logits of the last one [vocab].
-  std::vector<float> feed(const std::vector<int32_t>& tokens) {
+  std::vector<float> feed(const std::vector<int32_t>& tokens) { return feed_rows(tokens, false); }
+
+  // Same, but the logits of every token of the chunk: [tokens.size()][vocab] (all_rows), or of
+  // the last one only.
+  std::vector<float> feed_rows(const std::vector<int32_t>& tokens, bool all_rows = true) {
     const auto n = static_cast<int32_t>(tokens.size());
     std::vector<int32_t> positions(tokens.size());
     std::vector<int64_t> slots(tokens.size());
@@ -33,7 +38,8 @@ class SingleSequence {
     const int32_t qsl[2] = {0, n};
     const int32_t num_blocks = (seq_len + block_size_ - 1) / block_size_;
     const int32_t indptr[2] = {0, num_blocks};
-    const int32_t rows[1] = {n - 1};
+    std::vector<int32_t> rows;
+    for (int32_t i = all_rows ? 0 : n - 1; i < n; ++i) rows.push_back(i);
     ForwardBatch batch;
     batch.tokens = tokens;
     batch.positions = positions;
@@ -45,7 +51,7 @@ class SingleSequence {
     batch.attn.block_table_indices = blocks_.data();
     batch.attn.slot_mapping = slots.data();
     batch.logits_rows = rows;
-    std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
+    std::vector<float> logits(rows.size() * static_cast<size_t>(model_.config().vocab_size));
     model_.forward(batch, kv_, ws_, pool_, logits.data());
     num_cached_ = seq_len;
     return logits;

@@ -33,6 +33,19 @@ std::vector<testing::SyntheticShape> shapes() {
   v.push_back(S{.name = "q8_0", .num_heads = 8, .num_kv_heads = 2, .weight_type = DType::Q8_0});
   v.push_back(S{.name = "q4_1", .num_heads = 8, .num_kv_heads = 2, .weight_type = DType::Q4_1});
   v.push_back(S{.name = "f16", .num_heads = 8, .num_kv_heads = 2, .weight_type = DType::F16});
+  // Layers 0 and 1 local with a window of 8 (the 37 tokens run far past it), layer 2 global.
+  v.push_back(S{.name = "gemma3", .architecture = "gemma3", .num_layers = 3, .num_heads = 4, .num_kv_heads = 1,
+                .rope_base = 1e6f, .tied_output = true, .head_dim = 48, .qk_norm = true, .post_norms = true,
+                .sliding_window = 8, .window_pattern = 3});
+  v.push_back(S{.name = "gemma3_q8_0", .architecture = "gemma3", .num_layers = 3, .num_heads = 4, .num_kv_heads = 1,
+                .rope_base = 1e6f, .tied_output = true, .weight_type = DType::Q8_0, .head_dim = 64, .qk_norm = true,
+                .post_norms = true, .sliding_window = 20, .window_pattern = 3});
+  v.push_back(S{.name = "qwen3", .architecture = "qwen3", .num_heads = 8, .num_kv_heads = 2, .rope_base = 1e6f,
+                .tied_output = true, .head_dim = 32, .qk_norm = true});
+  v.push_back(S{.name = "phi3", .architecture = "phi3", .num_heads = 8, .num_kv_heads = 8, .fused = true});
+  v.push_back(S{.name = "phi3_window", .architecture = "phi3", .num_heads = 8, .num_kv_heads = 8,
+                .sliding_window = 10, .fused = true});
+  v.push_back(S{.name = "llama3_1_rope", .num_heads = 8, .num_kv_heads = 2, .rope_base = 500000.0f, .rope_freqs = true});
   return v;
 }
 
@@ -45,10 +58,16 @@ TEST(ModelShapes, FastForwardMatchesReference) {
     ASSERT_TRUE(fast.ok()) << fast.error().message;
     const ModelConfig& c = (*fast)->config();
     EXPECT_EQ(c.num_kv_heads, shape.num_kv_heads);
-    EXPECT_EQ(c.head_dim, shape.dim / shape.num_heads);
+    EXPECT_EQ(c.head_dim, shape.head_dim > 0 ? shape.head_dim : shape.dim / shape.num_heads);
     EXPECT_EQ(c.tied_output, shape.tied_output);
     EXPECT_EQ(c.has_qkv_bias, shape.qkv_bias);
-    EXPECT_EQ(c.rope.layout, shape.architecture == "qwen2" ? kernels::RopeLayout::kNeox : kernels::RopeLayout::kNormal);
+    EXPECT_EQ(c.has_qk_norm, shape.qk_norm);
+    EXPECT_EQ(c.sliding_window, shape.sliding_window);
+    EXPECT_EQ(c.num_local_layers(), shape.window_pattern > 0 ? shape.num_layers - shape.num_layers / shape.window_pattern
+                                    : shape.sliding_window > 0 ? shape.num_layers : 0);
+    EXPECT_EQ(c.rope_freq_factors.size(), shape.rope_freqs ? static_cast<size_t>(c.head_dim / 2) : 0u);
+    const bool neox = shape.architecture != "llama" && shape.architecture != "mistral";
+    EXPECT_EQ(c.rope.layout, neox ? kernels::RopeLayout::kNeox : kernels::RopeLayout::kNormal);
     auto slow = ref::RefModel::load(path);
     ASSERT_TRUE(slow.ok()) << slow.error().message;
 
@@ -108,6 +127,46 @@ TEST(ModelShapes, MissingTensorNamesTheTensor) {
   EXPECT_NE(m.error().message.find("blk.2.attn_norm.weight"), std::string::npos) << m.error().message;
   std::remove(path.c_str());
   std::remove(path3.c_str());
+}
+
+// Rewrites a synthetic file with extra metadata / tensors and returns the load error.
+std::string load_error_with(const testing::SyntheticShape& s, const std::string& key, const std::string& value,
+                            const std::string& extra_tensor) {
+  const std::string path = ::testing::TempDir() + "/synthetic_variant_" + s.name + ".gguf";
+  EXPECT_TRUE(testing::write_synthetic_model(path, s).ok());
+  auto file = gguf::GgufFile::open(path);
+  EXPECT_TRUE(file.ok());
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : file->metadata()) w.set_value(k, v);
+  if (!key.empty()) w.set_string(key, value);
+  for (const auto& t : file->tensors()) EXPECT_TRUE(w.add_tensor_ref(t.name, t.dims, t.type, {t.data, t.num_bytes}).ok());
+  const std::vector<uint8_t> zeros(16 * sizeof(float), 0);
+  if (!extra_tensor.empty()) {
+    EXPECT_TRUE(w.add_tensor_ref(extra_tensor, {16}, DType::F32, zeros).ok());
+  }
+  const std::string variant = path + ".variant";
+  EXPECT_TRUE(w.write(variant).ok());
+  auto m = LlamaModel::load(variant);
+  std::remove(path.c_str());
+  std::remove(variant.c_str());
+  if (m.ok()) return "";
+  EXPECT_EQ(m.error().code, ErrorCode::kUnsupported);
+  return m.error().message;
+}
+
+TEST(ModelShapes, UnsupportedVariantsAreRefusedByName) {
+  const std::string yarn = load_error_with(testing::SyntheticShape{.name = "yarn", .architecture = "qwen3",
+                                                                   .qk_norm = true},
+                                           "qwen3.rope.scaling.type", "yarn", "");
+  EXPECT_NE(yarn.find("rope scaling type 'yarn'"), std::string::npos) << yarn;
+  const std::string longrope = load_error_with(testing::SyntheticShape{.name = "longrope", .architecture = "phi3",
+                                                                       .num_kv_heads = 8, .fused = true},
+                                               "", "", "rope_factors_long.weight");
+  EXPECT_NE(longrope.find("LongRoPE"), std::string::npos) << longrope;
+  const std::string no_window = load_error_with(
+      testing::SyntheticShape{.name = "gemma_nowin", .architecture = "gemma3", .qk_norm = true, .post_norms = true},
+      "", "", "");
+  EXPECT_NE(no_window.find("sliding_window"), std::string::npos) << no_window;
 }
 
 }  // namespace
