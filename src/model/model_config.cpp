@@ -100,9 +100,9 @@ Status check_against_tensors(const gguf::GgufFile& f, const ModelConfig& c) {
     return make_error(ErrorCode::kCorruptFile, "embedding_length {} but 'token_embd.weight' rows are {} wide",
                       c.dim, embd->dims[0]);
   }
-  // Every layer has at least its two norms and seven weights.
-  constexpr size_t kMinTensorsPerLayer = 9;
-  if (static_cast<size_t>(c.num_layers) > f.tensors().size() / kMinTensorsPerLayer ||
+  // Every layer has at least its two norms and seven weights (phi3's fused ones: four weights).
+  const size_t min_tensors_per_layer = c.fused_qkv ? 6 : 9;
+  if (static_cast<size_t>(c.num_layers) > f.tensors().size() / min_tensors_per_layer ||
       f.find_tensor(fmt::format("blk.{}.attn_norm.weight", c.num_layers - 1)) == nullptr) {
     return make_error(ErrorCode::kCorruptFile, "block_count {} but tensor 'blk.{}.attn_norm.weight' is missing ({} tensors in the file)",
                       c.num_layers, c.num_layers - 1, f.tensors().size());
