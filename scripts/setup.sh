@@ -57,9 +57,9 @@ if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
 fi
 
 # The server's end-to-end tests talk to `tessera serve` with the official OpenAI client.
-if ! "$PYTHON" -c "import openai, pytest" 2>/dev/null; then
+if ! "$PYTHON" -c "import openai, pytest, jsonschema" 2>/dev/null; then
   echo "setup: installing the openai client and pytest (end-to-end tests)"
-  "$PYTHON" -m pip install -q openai pytest 2>&1 | grep -v -i "warning" || true
+  "$PYTHON" -m pip install -q openai pytest jsonschema 2>&1 | grep -v -i "warning" || true
 fi
 
 presets=("$@")

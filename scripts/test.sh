@@ -4,7 +4,7 @@
 #      end-to-end server tests (the real `tessera serve` driven by the openai Python client);
 #   2. scalar-only build (TESSERA_FORCE_SCALAR): unit and kernel tests, so the fallback never rots;
 #   3. ASan + UBSan build: unit tests;
-#   4. the GGUF and grammar fuzzers, a few seconds each (clang libFuzzer).
+#   4. the GGUF, grammar and chat-template fuzzers, a few seconds each (clang libFuzzer).
 # TESSERA_TEST_QUICK=1 runs step 1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ build_label build/asan 'unit'
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j"$jobs" -L 'unit'
 
 if [ -f fuzz/CMakeLists.txt ]; then
-  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf fuzz_grammar
+  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf fuzz_grammar fuzz_jinja
   for f in build/fuzz/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     echo "fuzz smoke: $f"
