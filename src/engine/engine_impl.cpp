@@ -196,7 +196,11 @@ const tokenizer::ChatRenderer& EngineImpl::chat_renderer() const {
     const std::string source = model_->file().get_string_or("tokenizer.chat_template", "");
     const std::string bos = info_.bos_id >= 0 ? tokenizer_->token_text(info_.bos_id) : "";
     const std::string eos = info_.eos_id >= 0 ? tokenizer_->token_text(info_.eos_id) : "";
-    chat_renderer_ = std::make_unique<tokenizer::ChatRenderer>(source, bos, eos);
+    // A file with no template (Gemma-3-270M's) is rendered in the family its vocabulary's turn
+    // markers name, not as ChatML.
+    std::string markers = tokenizer::vocab_turn_markers(
+        [this](const char* text) { return tokenizer_->token_id(text) >= 0; });
+    chat_renderer_ = std::make_unique<tokenizer::ChatRenderer>(source, bos, eos, std::move(markers));
   });
   return *chat_renderer_;
 }

@@ -40,8 +40,12 @@ ojson normalize_chat_messages(const ojson& messages) {
   return out;
 }
 
-ChatRenderer::ChatRenderer(std::string_view template_source, std::string bos_token, std::string eos_token)
-    : source_(template_source), bos_(std::move(bos_token)), eos_(std::move(eos_token)) {
+ChatRenderer::ChatRenderer(std::string_view template_source, std::string bos_token, std::string eos_token,
+                           std::string vocab_markers)
+    : source_(template_source),
+      family_source_(source_.empty() ? std::move(vocab_markers) : source_),
+      bos_(std::move(bos_token)),
+      eos_(std::move(eos_token)) {
   if (source_.empty()) {
     fallback_reason_ = "the model file has no tokenizer.chat_template";
     return;
@@ -68,7 +72,7 @@ Result<std::string> ChatRenderer::render(const ChatRenderInput& input) const {
       plain.push_back({role.is_string() ? role.get<std::string>() : "",
                        content.is_string() ? content.get<std::string>() : ""});
     }
-    return apply_chat_template(source_, plain, input.add_generation_prompt, bos_, eos_);
+    return apply_chat_template(family_source_, plain, input.add_generation_prompt, bos_, eos_);
   }
   ojson context = ojson::object();
   context["messages"] = messages;

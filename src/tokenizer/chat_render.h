@@ -32,8 +32,11 @@ struct ChatRenderInput {
 class ChatRenderer {
  public:
   // Parses the template once. An unparsable template is not an error here: the renderer falls
-  // back to the family table and fallback_reason() says why.
-  ChatRenderer(std::string_view template_source, std::string bos_token, std::string eos_token);
+  // back to the family table and fallback_reason() says why. `vocab_markers` is what the family
+  // table detects the family from when the file has no template at all: the turn markers the
+  // vocabulary holds (vocab_turn_markers), e.g. "<start_of_turn><end_of_turn>" for Gemma 3.
+  ChatRenderer(std::string_view template_source, std::string bos_token, std::string eos_token,
+               std::string vocab_markers = "");
   ~ChatRenderer();
   ChatRenderer(ChatRenderer&&) noexcept;
 
@@ -44,10 +47,22 @@ class ChatRenderer {
 
  private:
   std::string source_;
+  std::string family_source_;  // what the family table detects from: source_, else the markers
   std::string bos_, eos_;
   std::unique_ptr<jinja::Template> jinja_;
   std::string fallback_reason_;
 };
+
+// The turn markers among the family table's (chat_template.h) that a vocabulary holds, concatenated,
+// for a file with no template: `has_token(text)` says whether the vocabulary has that exact token.
+template <typename HasToken>
+std::string vocab_turn_markers(HasToken&& has_token) {
+  std::string markers;
+  for (const char* m : {"<|im_start|>", "<|start_header_id|>", "<start_of_turn>", "<|user|>", "<|end|>", "[INST]"}) {
+    if (has_token(m)) markers += m;
+  }
+  return markers;
+}
 
 // The normalisation described above (exposed for tests).
 nlohmann::ordered_json normalize_chat_messages(const nlohmann::ordered_json& messages);

@@ -3,6 +3,8 @@
 // expect; the family table only without a template.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "test_helpers.h"
 #include "tokenizer/chat_render.h"
 
@@ -60,6 +62,22 @@ TEST(ChatRender, FallbackOnlyWithoutTemplateOrWhenUnparsable) {
   auto r = raising.render(input);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("no system role"), std::string::npos);
+}
+
+TEST(ChatRender, NoTemplateRendersInTheFamilyOfTheVocabularysTurnMarkers) {
+  // Gemma-3-270M's GGUF carries no template; its vocabulary has <start_of_turn>/<end_of_turn>.
+  const std::set<std::string> gemma_vocab = {"<bos>", "<start_of_turn>", "<end_of_turn>"};
+  const std::string markers = vocab_turn_markers([&](const char* t) { return gemma_vocab.count(t) > 0; });
+  EXPECT_EQ(markers, "<start_of_turn>");
+  ChatRenderer gemma("", "<bos>", "<eos>", markers);
+  ChatRenderInput input;
+  input.messages = ojson::array({{{"role", "user"}, {"content", "Hi"}}});
+  EXPECT_EQ(*gemma.render(input), "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  // A template, when present, wins over the markers.
+  ChatRenderer templated("{{ messages[0].content }}", "", "", markers);
+  EXPECT_EQ(*templated.render(input), "Hi");
+  // No marker known: ChatML, as before.
+  EXPECT_EQ(vocab_turn_markers([](const char*) { return false; }), "");
 }
 
 }  // namespace
