@@ -5,9 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/offline_bench.h"
-#if TESSERA_HAVE_SERVER
 #include "server/server_main.h"
-#endif
 
 namespace tessera::cli {
 
@@ -18,12 +16,10 @@ int bench_main(int argc, char** argv) {
     argv[1] = name.data();
     return offline_bench_main(mode, argc - 1, argv + 1);
   }
-#if TESSERA_HAVE_SERVER
   if (mode == "serve") {
     argv[1] = name.data();
     return server::bench_serve_main(argc - 1, argv + 1);
   }
-#endif
   std::fprintf(stderr,
                "usage: tessera bench throughput [flags]   offline throughput, TTFT, TPOT, batch occupancy\n"
                "       tessera bench sweep [flags]        throughput vs TPOT across --max-num-seqs values (+ PNG)\n"
