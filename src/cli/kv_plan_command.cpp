@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/kv_plan_flags.h"
 #include "gguf/gguf.h"
-#include "kv/kv_plan.h"
 #include "model/model_config.h"
 
 namespace tessera::cli {
@@ -21,7 +21,7 @@ int kv_plan_main(int argc, char** argv) {
       break;
     }
   }
-  if (model.empty()) return kv::run_kv_plan(argc, argv);
+  if (model.empty()) return run_kv_plan(argc, argv);
 
   auto file = gguf::GgufFile::open(model);
   if (!file) {
@@ -51,7 +51,7 @@ int kv_plan_main(int argc, char** argv) {
   for (std::string& a : args) ptrs.push_back(a.data());
   std::fprintf(stderr, "tessera kv-plan: %s: %s, context %d, weights %.1f MiB\n", model.c_str(),
                config->describe().c_str(), config->context_length, weight_bytes / 1048576.0);
-  return kv::run_kv_plan(static_cast<int>(ptrs.size()), ptrs.data());
+  return run_kv_plan(static_cast<int>(ptrs.size()), ptrs.data());
 }
 
 }  // namespace tessera::cli

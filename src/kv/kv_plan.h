@@ -1,5 +1,7 @@
-// KvPlan: KV-cache sizing math, the numbers behind `tessera kv-plan` and the engine's start-up line.
-//   bytes_per_token = 2 (K and V) x num_layers x num_kv_heads x head_dim x bytes(kv dtype)
+// KvPlan: KV-cache sizing math, the numbers behind `tessera kv-plan` (whose flags, presets and
+// output are cli/kv_plan_flags.h) and the engine's start-up line.
+//   bytes_per_token = 2 (K and V) x num_layers x num_kv_heads x kv_row_bytes(kv dtype, head_dim)
+//                     (head_dim x element bytes, + 4 for q8's row scale: util/kv_dtype.h)
 //   num_blocks      = floor((memory - weights) / (bytes_per_token x block_size))
 //   max_concurrency = num_blocks / ceil(context / block_size)   requests of `context` tokens
 // and, side by side, a contiguous cache that reserves `context` slots per request whatever the
@@ -9,13 +11,11 @@
 // GQA/MQA: only num_kv_heads enters the cache size (MQA is num_kv_heads = 1).
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "util/byte_size.h"  // parse_byte_size: --memory, --weights
-#include "util/dtype.h"
+#include "util/kv_dtype.h"
 #include "util/status.h"
 
 namespace tessera::kv {
@@ -34,14 +34,9 @@ struct KvModelShape {
   int32_t sliding_window = 0;
 };
 
-// The named presets: llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b, llama-3-70b, mistral-7b,
-// smollm2-135m, tinyllama-1.1b.
-const std::vector<KvModelShape>& kv_model_presets();
-std::optional<KvModelShape> find_kv_preset(std::string_view name);  // case-insensitive
-
 struct KvPlanInput {
   KvModelShape shape;
-  DType kv_dtype = DType::F16;       // cache element type
+  KvDType kv_dtype = KvDType::kF16;  // cache element type
   int64_t memory_bytes = 0;          // device (or RAM) bytes available to weights + KV; 0 = none
                                      // given: only the bytes per token and per sequence
   int64_t weight_bytes = -1;         // bytes the weights take; -1 = num_params x 2 (fp16)
@@ -76,17 +71,5 @@ struct KvPlan {
 };
 
 Result<KvPlan> compute_kv_plan(const KvPlanInput& input);
-
-std::string render_kv_plan_table(const KvPlan& plan);  // human-readable table
-std::string render_kv_plan_json(const KvPlan& plan);   // one JSON object
-
-// The `kv-plan` subcommand: argv[0] is the subcommand name. Flags: --preset NAME | --layers N
-// --kv-heads N --head-dim N [--heads N]; --memory SIZE, --weights SIZE, --context N,
-// --avg-tokens N, --kv-dtype f16|bf16|f32|q8_0|..., --block-size N, --local-layers N --window W,
-// --json, --list-presets.
-// Prints to stdout (errors to stderr); returns the process exit code.
-int run_kv_plan(int argc, char** argv);
-// Same parsing without side effects, for tests and for callers that add their own flags.
-Result<KvPlanInput> parse_kv_plan_args(const std::vector<std::string>& args, bool* json_out);
 
 }  // namespace tessera::kv

@@ -4,9 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kv/kv_plan.h"
+#include "cli/kv_plan_flags.h"
+#include "util/byte_size.h"
+#include "util/kv_dtype.h"
 
-namespace tessera::kv {
+namespace tessera::cli {
+
+using kv::compute_kv_plan;
+using kv::KvPlan;
 namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -74,8 +79,9 @@ TEST(KvPlan, PresetsAndDtypes) {
   EXPECT_EQ(plan_for({"--preset", "tinyllama-1.1b", "--memory", "4GB"}).bytes_per_token, 22528);
   EXPECT_EQ(plan_for({"--preset", "llama-3-8b", "--memory", "24GB", "--kv-dtype", "f32"})
                 .bytes_per_token, 262144);
-  EXPECT_EQ(plan_for({"--preset", "llama-3-8b", "--memory", "24GB", "--kv-dtype", "q8_0"})
-                .bytes_per_token, 2 * 32 * 8 * 136);
+  // q8 as the engine stores it (`serve --kv-dtype q8`): 128 int8 + one f32 scale per row.
+  EXPECT_EQ(plan_for({"--preset", "llama-3-8b", "--memory", "24GB", "--kv-dtype", "q8"})
+                .bytes_per_token, 2 * 32 * 8 * 132);
 }
 
 TEST(KvPlan, JsonHasTheScriptedFields) {
@@ -96,6 +102,12 @@ TEST(KvPlan, BadInputIsAnError) {
   EXPECT_FALSE(parse_kv_plan_args({"--layers", "4"}, &json).ok());
   EXPECT_FALSE(parse_kv_plan_args({"--preset", "llama-2-7b", "--memory", "12XB"}, &json).ok());
   EXPECT_FALSE(parse_kv_plan_args({"--preset", "llama-2-7b", "--kv-dtype", "f13"}, &json).ok());
+  // One KV dtype parser for every command: the engine's names only (no GGUF weight types).
+  EXPECT_FALSE(parse_kv_plan_args({"--preset", "llama-2-7b", "--kv-dtype", "q8_0"}, &json).ok());
+  EXPECT_FALSE(parse_kv_dtype("bf16").ok());
+  EXPECT_EQ(*parse_kv_dtype("q8"), KvDType::kQ8);
+  EXPECT_EQ(*parse_kv_dtype("f32"), KvDType::kF32);
+  EXPECT_EQ(*parse_kv_dtype("f16"), KvDType::kF16);
   auto in = parse_kv_plan_args({"--preset", "llama-2-70b", "--memory", "80GB", "--json"}, &json);
   ASSERT_TRUE(in.ok());
   EXPECT_TRUE(json);
@@ -152,4 +164,4 @@ TEST(KvPlan, SlidingWindowLayersCountedPerLayerType) {
 }
 
 }  // namespace
-}  // namespace tessera::kv
+}  // namespace tessera::cli
