@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "tessera/chat_message.h"
+#include "tessera/engine_defaults.h"
+#include "tessera/finish_reason.h"
 #include "tessera/metrics.h"
 #include "tessera/sampling_params.h"
 #include "util/status.h"
@@ -30,21 +33,21 @@ struct EngineConfig {
   // KV cache: a byte budget, or (when 0) a fraction of the machine's available memory.
   int64_t kv_cache_bytes = 0;
   double kv_cache_memory_fraction = 0.25;
-  int32_t block_size = 16;                // token slots per KV block
+  int32_t block_size = defaults::kBlockSize;  // token slots per KV block
   std::string kv_dtype = "f16";           // "f16" | "f32" | "q8" (int8, one scale per token and head)
   bool enable_prefix_caching = true;
   // Batching: the throughput-versus-latency knob. More sequences per step amortize the weight read
   // (more tokens/s overall) and lengthen each step (higher time per output token for everyone).
-  int32_t max_num_seqs = 64;              // sequences in one step at most
-  int32_t max_num_batched_tokens = 512;   // tokens in one step at most (the token budget)
+  int32_t max_num_seqs = defaults::kMaxNumSeqs;  // sequences in one step at most
+  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;  // tokens in one step at most (the budget)
   int32_t long_prefill_token_threshold = 0;  // prefill chunk cap per request per step; 0 = budget
   bool enable_chunked_prefill = true;
-  int32_t max_model_len = 0;              // context per request; 0 = the model's, capped at 8192
+  int32_t max_model_len = 0;              // context per request; 0 = the model's, capped at defaults::kMaxModelLen
   std::string policy = "continuous";      // "continuous" | "static" (for comparison)
   // Speculative decoding.
   std::string speculative;                // "" (off) | "ngram" | "draft"
   std::string draft_model_path;           // for "draft": a GGUF with the target's vocabulary
-  int32_t num_speculative_tokens = 4;     // k, the most draft tokens per step
+  int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k, the most draft tokens per step
   bool speculative_speed_guard = true;    // wall-clock choices: k and on/off by a cost model of
                                           // measured step times, and a guard timing speculation
                                           // against steps without it (tests that pin draft counts
@@ -72,11 +75,6 @@ struct ModelInfo {
   double max_concurrency = 0.0;           // full-context requests the cache holds at once
 };
 
-struct ChatMessage {
-  std::string role;                       // "system" | "user" | "assistant" | ...
-  std::string content;
-};
-
 // A chat as the OpenAI API sends it, for the model's own chat template. JSON text: the server
 // passes the request's arrays through unchanged, the engine normalises them (tokenizer/chat_render.h).
 struct ChatTemplateInput {
@@ -92,8 +90,6 @@ struct GenerateRequest {
   std::string cache_salt;                 // prefix-cache isolation key (tenant); "" = shared
 };
 
-enum class FinishReason { kNone = 0, kStop, kLength, kAbort, kError };
-const char* finish_reason_name(FinishReason reason);  // "stop", "length", "abort", "error"
 
 struct TokenLogprob {
   int32_t token_id = 0;

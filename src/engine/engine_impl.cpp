@@ -1,5 +1,7 @@
 #include "engine/engine_impl.h"
 
+#include "engine/engine_config.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -13,9 +15,6 @@
 namespace tessera {
 
 namespace {
-
-constexpr int32_t kMaxSamplesPerRequest = 16;    // n at most (as submit() checks)
-constexpr int64_t kDefaultKvCapBytes = int64_t{4} << 30;
 
 int64_t available_memory_bytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -43,18 +42,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& config) {
   std::unique_ptr<EngineImpl> e(new EngineImpl());
   e->config_ = config;
-  if (config.block_size < 1 || config.block_size > 1024) {
-    return make_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config.block_size);
-  }
-  if (config.kv_dtype != "f16" && config.kv_dtype != "f32" && config.kv_dtype != "q8") {
-    return make_error(ErrorCode::kInvalidArgument, "kv dtype '{}' must be f16, f32 or q8", config.kv_dtype);
-  }
-  if (config.policy != "continuous" && config.policy != "static") {
-    return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
-  }
-  if (!config.speculative.empty() && config.speculative != "ngram" && config.speculative != "draft") {
-    return make_error(ErrorCode::kInvalidArgument, "speculative '{}' must be ngram or draft", config.speculative);
-  }
+  TESSERA_TRY(validate_engine_config(config));  // the cheap errors before the weights load
 
   auto model = LlamaModel::load(config.model_path, config.on_load_progress);
   if (!model) return model.error();
@@ -64,49 +52,17 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   e->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(*tok));
   const ModelConfig& mc = e->model_->config();
 
-  const int32_t max_model_len =
-      config.max_model_len > 0 ? std::min(config.max_model_len, mc.context_length) : std::min(mc.context_length, 8192);
-  const auto kv_dtype = config.kv_dtype == "f32"  ? kernels::KvDType::kF32
-                        : config.kv_dtype == "q8" ? kernels::KvDType::kQ8
-                                                  : kernels::KvDType::kF16;
-  const auto bytes_per_token = static_cast<int64_t>(KvStorage::bytes_per_token(mc, kv_dtype));
-  int64_t budget = config.kv_cache_bytes;
-  if (budget <= 0) {
-    budget = std::min<int64_t>(static_cast<int64_t>(config.kv_cache_memory_fraction * available_memory_bytes()),
-                               kDefaultKvCapBytes);
-  }
-  const int64_t block_bytes = bytes_per_token * config.block_size;
-  const int64_t num_usable_blocks = budget / block_bytes;
-  if (num_usable_blocks < 1) {
-    return make_error(ErrorCode::kInvalidArgument, "KV budget of {} bytes holds no block of {} bytes", budget, block_bytes);
-  }
-  const auto num_blocks = static_cast<int32_t>(std::min<int64_t>(num_usable_blocks + 1, int64_t{1} << 30));
-
-  sched::SchedulerConfig sc;
-  sc.max_num_seqs = config.max_num_seqs;
-  sc.max_num_batched_tokens = config.max_num_batched_tokens;
-  sc.max_model_len = max_model_len;
-  sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
-  sc.enable_chunked_prefill = config.enable_chunked_prefill;
-  sc.block_size = config.block_size;
-  sc.num_blocks = num_blocks;
-  sc.enable_prefix_caching = config.enable_prefix_caching;
-  sc.policy = config.policy == "static" ? sched::SchedulerPolicy::kStatic : sched::SchedulerPolicy::kContinuous;
-  TESSERA_TRY(sched::validate_scheduler_config(sc));
-  e->scheduler_ = std::make_unique<sched::Scheduler>(sc);
-  e->kv_ = std::make_unique<KvStorage>(mc, num_blocks, config.block_size, kv_dtype);
-
-  RunnerConfig rc;
-  rc.max_num_batched_tokens = config.max_num_batched_tokens;
-  rc.max_num_seqs = config.max_num_seqs;
-  rc.max_model_len = max_model_len;
-  rc.max_num_spec_tokens = std::max(1, config.num_speculative_tokens);
-  rc.max_num_samples = kMaxSamplesPerRequest;
-  rc.num_threads = config.num_threads > 0 ? config.num_threads : default_num_threads();
-  e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, rc);
+  auto derived = derive_engine_configs(config, mc, available_memory_bytes());
+  if (!derived) return derived.error();
+  const EngineConfigs& d = *derived;
+  const int32_t max_model_len = d.max_model_len;
+  const int32_t num_blocks = d.num_blocks;
+  e->scheduler_ = std::make_unique<sched::Scheduler>(d.scheduler);
+  e->kv_ = std::make_unique<KvStorage>(mc, num_blocks, config.block_size, d.kv_dtype);
+  e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, d.runner);
 
   if (!config.speculative.empty()) {
-    TESSERA_TRY(e->create_draft_proposer(sc, rc, kv_dtype));  // n-gram or draft model (engine_spec.cpp)
+    TESSERA_TRY(e->create_draft_proposer(d));  // n-gram or draft model (engine_spec.cpp)
   }
   e->eos_ids_ = e->tokenizer_->eog_ids();
   e->grammar_cache_ = std::make_unique<grammar::GrammarCache>(
@@ -127,7 +83,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   info.eos_id = e->tokenizer_->eos_id();
   info.add_bos = e->tokenizer_->add_bos();
   info.weight_bytes = e->model_->weight_bytes_per_pass();
-  info.kv_cache_bytes = static_cast<int64_t>(num_blocks - 1) * block_bytes;
+  info.kv_cache_bytes = static_cast<int64_t>(num_blocks - 1) * d.block_bytes;
   info.num_kv_blocks = num_blocks - 1;
   info.block_size = config.block_size;
   info.max_concurrency = static_cast<double>(num_blocks - 1) * config.block_size / max_model_len;
@@ -136,9 +92,10 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
                  "tessera: model %s (%s; %d query heads), %d threads, kernels %s\n"
                  "tessera: KV cache %.1f MiB (%s, %lld bytes/token): %d blocks of %d tokens, "
                  "%.1f requests at the full context of %d tokens\n",
-                 info.name.c_str(), mc.describe().c_str(), info.num_heads, rc.num_threads, std::string(kernels::active_isa()).c_str(),
-                 static_cast<double>(info.kv_cache_bytes) / (1 << 20), config.kv_dtype.c_str(),
-                 static_cast<long long>(bytes_per_token), info.num_kv_blocks, info.block_size,
+                 info.name.c_str(), mc.describe().c_str(), info.num_heads, d.num_threads,
+                 std::string(kernels::active_isa()).c_str(),
+                 static_cast<double>(info.kv_cache_bytes) / (1 << 20), kv_dtype_name(d.kv_dtype),
+                 static_cast<long long>(d.bytes_per_token), info.num_kv_blocks, info.block_size,
                  info.max_concurrency, max_model_len);
     if (mc.num_local_layers() > 0) {  // the KV layout per layer type (kv/ KvPlan's arithmetic)
       kv::KvPlanInput in;
@@ -146,8 +103,8 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
                   mc.num_local_layers(), mc.sliding_window};
       in.context = max_model_len;
       in.block_size = config.block_size;
-      in.kv_dtype = config.kv_dtype == "f32" ? DType::F32 : DType::F16;
-      if (auto plan = kv::compute_kv_plan(in); plan && config.kv_dtype != "q8") {
+      in.kv_dtype = d.kv_dtype;  // q8 sized as KvStorage stores it (kv_row_bytes)
+      if (auto plan = kv::compute_kv_plan(in); plan) {
         std::fprintf(stderr,
                      "tessera: KV layout: %d local layers (%d-token window, attention skips keys before it) + %d "
                      "global, one block table for all layers: %.1f MiB per full-context sequence (%.1f MiB if the "

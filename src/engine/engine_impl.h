@@ -18,6 +18,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "engine/engine_config.h"
 #include "engine/engine_requests.h"
 #include "grammar/compiled_grammar.h"
 #include "spec/draft_proposer.h"
@@ -69,8 +70,7 @@ class EngineImpl final : public Engine {
   void fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result);
   // Speculation (engine_spec.cpp): proposer set-up at create time; after each step's updates,
   // drafts for the sequences still decoding; the q rows of a scheduled sequence's drafts.
-  Status create_draft_proposer(const sched::SchedulerConfig& sc, const RunnerConfig& rc,
-                               kernels::KvDType kv_dtype);
+  Status create_draft_proposer(const EngineConfigs& derived);
   void propose_drafts(const sched::SchedulerOutput& out, const std::vector<sched::RequestUpdate>& updates,
                       const std::vector<std::pair<int64_t, int64_t>>& decoding);
   std::span<const float> draft_probs_of(const sched::ScheduledSeq& s) const;

@@ -10,7 +10,7 @@ namespace tessera {
 
 namespace {
 
-constexpr int32_t kMaxSamplesPerRequest = 16;
+constexpr int32_t kMaxSamplesPerRequest = defaults::kMaxSamplesPerRequest;
 constexpr int32_t kMaxQueuedRequests = 4096;
 constexpr uint64_t kSampleSeedStride = 0x9E3779B97F4A7C15ull;  // decorrelates the n samples' streams
 

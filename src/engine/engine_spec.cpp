@@ -154,20 +154,12 @@ void EngineImpl::propose_drafts(const sched::SchedulerOutput& out,
   }
 }
 
-Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const RunnerConfig& rc,
-                                         kernels::KvDType kv_dtype) {
-  spec::SpeculatorConfig spc;
-  spc.num_speculative_tokens = config_.num_speculative_tokens;
-  // Both wall-clock choices, the guard and the cost model, or neither (tests of exact counts).
-  spc.speed_guard = config_.speculative_speed_guard;
-  spc.cost_model = config_.speculative_speed_guard;
-  spec::apply_spec_test_hooks(spc);  // defaults unless a test set them
+Status EngineImpl::create_draft_proposer(const EngineConfigs& d) {
+  spec::SpeculatorConfig spc = d.speculator;
   if (config_.speculative == "ngram") {
     speculator_ = std::make_unique<spec::Speculator>(spc);
-    spec::NgramConfig nc;
-    nc.num_speculative_tokens = config_.num_speculative_tokens;
-    TESSERA_TRY(spec::validate_ngram_config(nc));
-    ngram_ = std::make_unique<spec::NgramProposer>(nc);
+    TESSERA_TRY(spec::validate_ngram_config(d.ngram));
+    ngram_ = std::make_unique<spec::NgramProposer>(d.ngram);
     return ok_status();
   }
   if (config_.draft_model_path.empty()) {
@@ -177,15 +169,7 @@ Status EngineImpl::create_draft_proposer(const sched::SchedulerConfig& sc, const
     return make_error(ErrorCode::kInvalidArgument, "num_speculative_tokens must be >= 1, got {}",
                       config_.num_speculative_tokens);
   }
-  spec::DraftProposerConfig dc;
-  dc.num_speculative_tokens = config_.num_speculative_tokens;
-  dc.max_num_seqs = std::max(1, std::min(sc.max_num_seqs, spc.max_batch_for_spec));
-  dc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, dc.max_num_seqs);
-  dc.max_model_len = sc.max_model_len;
-  dc.block_size = sc.block_size;
-  dc.kv_dtype = kv_dtype;
-  dc.num_threads = rc.num_threads;
-  dc.seed = config_.seed ^ 0x9e3779b97f4a7c15ULL;
+  const spec::DraftProposerConfig& dc = d.draft;
   auto draft = spec::DraftProposer::load(config_.draft_model_path, *model_, dc);
   if (!draft) return draft.error();
   draft_ = std::move(*draft);

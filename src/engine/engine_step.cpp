@@ -11,16 +11,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-FinishReason finish_reason_of(sched::RequestStatus s) {
-  switch (s) {
-    case sched::RequestStatus::kFinishedStopped: return FinishReason::kStop;
-    case sched::RequestStatus::kFinishedLength: return FinishReason::kLength;
-    case sched::RequestStatus::kFinishedAborted: return FinishReason::kAbort;
-    case sched::RequestStatus::kFinishedError: return FinishReason::kError;
-    default: return FinishReason::kNone;
-  }
-}
-
 }  // namespace
 
 bool EngineImpl::step() {
@@ -208,7 +198,7 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
       ev.finish_reason = FinishReason::kStop;
       if (!stopped_by_string) ev.text_delta += sample.output->flush();
     } else if (u.finished()) {
-      ev.finish_reason = finish_reason_of(u.status);
+      ev.finish_reason = sched::finish_reason_of(u.status);
       ev.text_delta += sample.output->flush();
     } else {
       decoding.emplace_back(u.seq_id, u.request_id);

@@ -21,15 +21,4 @@ void Histogram::observe(double value) {
   count += 1;
 }
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
-  }
-  return "";
-}
-
 }  // namespace tessera

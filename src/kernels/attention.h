@@ -21,18 +21,18 @@
 
 #include "kernels/ops.h"
 #include "util/aligned_vector.h"
+#include "util/kv_dtype.h"
 #include "util/thread_pool.h"
 
 namespace tessera::kernels {
 
-// kQ8: int8 values with one f32 scale per (slot, head) row of K and of V (symmetric, like the
-// activation quantization of matmul_canon.h): d = amax / 127, q = round-half-even(x * 127 / amax)
-// (q = 0, d = 0 when amax = 0), read back as float(q) * d. Half the bytes of f16, which is what
-// a batched decode step spends its attention time reading.
-enum class KvDType { kF32, kF16, kQ8 };
-
-// Bytes of one K or V element (kQ8: the int8; the scales are kept apart, KvLayer::k_scale).
-inline int32_t kv_element_bytes(KvDType t) { return t == KvDType::kF32 ? 4 : t == KvDType::kF16 ? 2 : 1; }
+// The cache's element type is util's KvDType (util/kv_dtype.h). kQ8: int8 values with one f32
+// scale per (slot, head) row of K and of V (symmetric, like the activation quantization of
+// matmul_canon.h): d = amax / 127, q = round-half-even(x * 127 / amax) (q = 0, d = 0 when
+// amax = 0), read back as float(q) * d. Half the bytes of f16, which is what a batched decode step
+// spends its attention time reading. The scales are kept apart (KvLayer::k_scale).
+using ::tessera::KvDType;
+using ::tessera::kv_element_bytes;
 
 // One layer's paged K and V storage, head-major within each block: one KV head's keys of a block
 // are one contiguous range in K and one in V (an attention work unit reads one KV head), and K is

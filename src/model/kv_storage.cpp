@@ -5,9 +5,9 @@
 namespace tessera {
 
 namespace {
-size_t element_bytes(kernels::KvDType dtype) { return static_cast<size_t>(kernels::kv_element_bytes(dtype)); }
-// kQ8: one f32 scale per (token, head) row of K and of V.
-size_t scale_bytes_per_head_token(kernels::KvDType dtype) { return dtype == kernels::KvDType::kQ8 ? sizeof(float) : 0; }
+size_t element_bytes(KvDType dtype) { return static_cast<size_t>(kv_element_bytes(dtype)); }
+// kQ8: one f32 scale per (token, head) row of K and of V (util/kv_dtype.h).
+size_t scale_bytes_per_head_token(KvDType dtype) { return static_cast<size_t>(kv_row_scale_bytes(dtype)); }
 }  // namespace
 
 size_t KvStorage::bytes_per_token(const ModelConfig& config, kernels::KvDType dtype) {

@@ -23,16 +23,17 @@
 #include "sample/rng.h"
 #include "sample/sampler.h"
 #include "sched/scheduler_output.h"
+#include "tessera/engine_defaults.h"
 #include "tessera/sampling_params.h"
 
 namespace tessera {
 
 struct RunnerConfig {
-  int32_t max_num_batched_tokens = 512;  // tokens per step at most
-  int32_t max_num_seqs = 64;             // sequences per step at most
-  int32_t max_model_len = 2048;          // context per sequence at most
+  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;  // tokens per step at most
+  int32_t max_num_seqs = defaults::kMaxNumSeqs;                     // sequences per step at most
+  int32_t max_model_len = defaults::kMaxModelLen;                   // context per sequence at most
   int32_t max_num_spec_tokens = 8;       // draft tokens per sequence per step at most
-  int32_t max_num_samples = 16;          // n at most (parallel sampling)
+  int32_t max_num_samples = defaults::kMaxSamplesPerRequest;  // n at most (parallel sampling)
   int32_t num_threads = 1;
 };
 

@@ -2,15 +2,17 @@
 
 namespace tessera::sched {
 
-const char* finish_reason(RequestStatus s) {
+FinishReason finish_reason_of(RequestStatus s) {
   switch (s) {
-    case RequestStatus::kFinishedStopped: return "stop";
-    case RequestStatus::kFinishedLength: return "length";
-    case RequestStatus::kFinishedAborted: return "abort";
-    case RequestStatus::kFinishedError: return "error";
-    default: return "";
+    case RequestStatus::kFinishedStopped: return FinishReason::kStop;
+    case RequestStatus::kFinishedLength: return FinishReason::kLength;
+    case RequestStatus::kFinishedAborted: return FinishReason::kAbort;
+    case RequestStatus::kFinishedError: return FinishReason::kError;
+    default: return FinishReason::kNone;
   }
 }
+
+const char* finish_reason(RequestStatus s) { return finish_reason_name(finish_reason_of(s)); }
 
 const char* request_status_name(RequestStatus s) {
   switch (s) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "tessera/finish_reason.h"
 #include "tessera/sampling_params.h"
 
 namespace tessera::sched {
@@ -29,7 +30,9 @@ enum class RequestStatus : uint8_t {
 };
 
 constexpr bool is_finished(RequestStatus s) { return s > RequestStatus::kPreempted; }
-// OpenAI finish_reason of a finished status ("stop", "length", "abort", "error"); "" otherwise.
+// The FinishReason of a finished status (kNone otherwise), and its name from the one table
+// (tessera/finish_reason.h: "stop", "length", "abort", "error"; "" while not finished).
+FinishReason finish_reason_of(RequestStatus s);
 const char* finish_reason(RequestStatus s);
 const char* request_status_name(RequestStatus s);
 

@@ -32,6 +32,7 @@
 #include "kv/kv_cache_manager.h"
 #include "sched/request.h"
 #include "sched/scheduler_output.h"
+#include "tessera/engine_defaults.h"
 #include "util/status.h"
 
 namespace tessera::sched {
@@ -39,12 +40,12 @@ namespace tessera::sched {
 enum class SchedulerPolicy { kContinuous, kStatic };
 
 struct SchedulerConfig {
-  int32_t max_num_seqs = 64;                 // running sequences at most
-  int32_t max_num_batched_tokens = 2048;     // token budget per step
-  int32_t max_model_len = 4096;              // prompt + output tokens per sequence at most
+  int32_t max_num_seqs = defaults::kMaxNumSeqs;                     // running sequences at most
+  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;  // token budget per step
+  int32_t max_model_len = defaults::kMaxModelLen;  // prompt + output tokens per sequence at most
   int32_t long_prefill_token_threshold = 0;  // tokens one sequence gets per step at most (0 = no cap)
   bool enable_chunked_prefill = true;        // off: a prompt is scheduled whole or not at all
-  int32_t block_size = 16;                   // tokens per KV block
+  int32_t block_size = defaults::kBlockSize;  // tokens per KV block
   int32_t num_blocks = 0;                    // KV blocks, the null block included
   bool enable_prefix_caching = true;
   SchedulerPolicy policy = SchedulerPolicy::kContinuous;

@@ -69,9 +69,10 @@ std::string sse_event(const std::string& payload) { return "data: " + payload + 
 
 json finish_reason_json(FinishReason reason) {
   if (reason == FinishReason::kNone) return nullptr;
-  // Abort and error never reach a successful body (they become errors); map defensively.
-  if (reason == FinishReason::kLength) return "length";
-  return "stop";
+  // Abort and error never reach a successful body (they become errors); OpenAI has no name for
+  // them, so they map defensively to "stop". The names are finish_reason_name's.
+  if (reason == FinishReason::kAbort || reason == FinishReason::kError) return finish_reason_name(FinishReason::kStop);
+  return finish_reason_name(reason);
 }
 
 void apply_event(const RequestOutput& event, ChoiceState* choice) {

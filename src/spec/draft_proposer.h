@@ -47,20 +47,22 @@
 #include "model/llama_model.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
+#include "tessera/engine_defaults.h"
 #include "tessera/sampling_params.h"
+#include "util/kv_dtype.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
 namespace tessera::spec {
 
 struct DraftProposerConfig {
-  int32_t num_speculative_tokens = 4;       // k at most per sequence and step
+  int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k at most per sequence and step
   int32_t max_num_seqs = 8;                 // sequences proposed for in one call at most
-  int32_t max_num_batched_tokens = 512;     // tokens per draft forward at most (catch-up chunks)
-  int32_t max_model_len = 2048;             // positions per sequence at most
-  int32_t block_size = 16;                  // token slots per draft KV block
+  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;  // tokens per draft forward at most
+  int32_t max_model_len = defaults::kMaxModelLen;  // positions per sequence at most
+  int32_t block_size = defaults::kBlockSize;       // token slots per draft KV block
   int64_t kv_cache_bytes = int64_t{256} << 20;  // the draft's own KV budget (bytes)
-  kernels::KvDType kv_dtype = kernels::KvDType::kF16;
+  KvDType kv_dtype = KvDType::kF16;
   bool enable_prefix_caching = true;        // committed full blocks shared across sequences
   int32_t num_threads = 1;                  // threads of the pool passed to propose()
   uint64_t seed = 0;                        // draft sampling streams are Rng(seed ^ seq_id)

@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "tessera/engine_defaults.h"
 #include "util/status.h"
 
 namespace tessera::spec {
@@ -33,7 +34,7 @@ enum class MatchPolicy {
 struct NgramConfig {
   int32_t min_n = 2;                       // shortest n-gram to match (tokens), >= 1
   int32_t max_n = 4;                       // longest n-gram to match (tokens), >= min_n
-  int32_t num_speculative_tokens = 4;      // k: tokens proposed at most per step
+  int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k: tokens proposed at most per step
   MatchPolicy policy = MatchPolicy::kLatest;
 };
 

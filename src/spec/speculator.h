@@ -43,7 +43,7 @@
 namespace tessera::spec {
 
 struct SpeculatorConfig {
-  int32_t num_speculative_tokens = 4;  // k at most
+  int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k at most
   int32_t max_batch_for_spec = 4;      // speculate only while running sequences <= this
   double min_acceptance = 0.3;         // below this EMA acceptance, back off
   double ema_weight = 0.3;             // weight of the newest step in the EMA

@@ -22,14 +22,12 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/chat_message.h"
 #include "util/status.h"
 
 namespace tessera::tokenizer {
 
-struct ChatMessage {
-  std::string role;     // "system", "user", "assistant" (others are passed through or ignored)
-  std::string content;  // UTF-8 text
-};
+using ::tessera::ChatMessage;  // include/tessera/chat_message.h
 
 enum class ChatTemplateFamily { kChatMl, kLlama2, kLlama3, kMistralV1, kMistralV3, kGemma, kPhi3 };
 std::string_view chat_template_family_name(ChatTemplateFamily family);

@@ -1,0 +1,17 @@
+// The default of every engine knob that more than one config carries, in one place: EngineConfig
+// (tessera/engine.h) takes its defaults from here, and so do the inner configs the engine derives
+// from it (sched::SchedulerConfig, RunnerConfig, spec::DraftProposerConfig, spec::NgramConfig), so
+// a config built on its own (a test, a benchmark) starts from the same numbers as the engine's.
+#pragma once
+#include <cstdint>
+
+namespace tessera::defaults {
+
+inline constexpr int32_t kMaxNumSeqs = 64;            // sequences in one step at most
+inline constexpr int32_t kMaxNumBatchedTokens = 512;  // tokens in one step at most (token budget)
+inline constexpr int32_t kMaxModelLen = 8192;         // context per request when the model's is longer
+inline constexpr int32_t kBlockSize = 16;             // token slots per KV block
+inline constexpr int32_t kNumSpeculativeTokens = 4;   // k, draft tokens per sequence and step at most
+inline constexpr int32_t kMaxSamplesPerRequest = 16;  // n at most (parallel sampling)
+
+}  // namespace tessera::defaults

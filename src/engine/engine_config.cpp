@@ -1,0 +1,91 @@
+#include "engine/engine_config.h"
+
+#include <algorithm>
+
+#include "model/kv_storage.h"
+#include "util/thread_pool.h"
+
+namespace tessera {
+
+namespace {
+constexpr int64_t kDefaultKvCapBytes = int64_t{4} << 30;
+}  // namespace
+
+Status validate_engine_config(const EngineConfig& config) {
+  if (config.block_size < 1 || config.block_size > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config.block_size);
+  }
+  TESSERA_TRY(parse_kv_dtype(config.kv_dtype));
+  if (config.policy != "continuous" && config.policy != "static") {
+    return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
+  }
+  if (!config.speculative.empty() && config.speculative != "ngram" && config.speculative != "draft") {
+    return make_error(ErrorCode::kInvalidArgument, "speculative '{}' must be ngram or draft", config.speculative);
+  }
+  return ok_status();
+}
+
+Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const ModelConfig& model,
+                                            int64_t available_memory_bytes) {
+  TESSERA_TRY(validate_engine_config(config));
+  EngineConfigs d;
+  d.max_model_len = config.max_model_len > 0 ? std::min(config.max_model_len, model.context_length)
+                                             : std::min(model.context_length, defaults::kMaxModelLen);
+  d.kv_dtype = *parse_kv_dtype(config.kv_dtype);
+  d.bytes_per_token = static_cast<int64_t>(KvStorage::bytes_per_token(model, d.kv_dtype));
+  int64_t budget = config.kv_cache_bytes;
+  if (budget <= 0) {
+    budget = std::min<int64_t>(static_cast<int64_t>(config.kv_cache_memory_fraction * available_memory_bytes),
+                               kDefaultKvCapBytes);
+  }
+  d.block_bytes = d.bytes_per_token * config.block_size;
+  const int64_t num_usable_blocks = budget / d.block_bytes;
+  if (num_usable_blocks < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "KV budget of {} bytes holds no block of {} bytes", budget,
+                      d.block_bytes);
+  }
+  d.num_blocks = static_cast<int32_t>(std::min<int64_t>(num_usable_blocks + 1, int64_t{1} << 30));
+  d.num_threads = config.num_threads > 0 ? config.num_threads : default_num_threads();
+
+  sched::SchedulerConfig& sc = d.scheduler;
+  sc.max_num_seqs = config.max_num_seqs;
+  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  sc.max_model_len = d.max_model_len;
+  sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
+  sc.enable_chunked_prefill = config.enable_chunked_prefill;
+  sc.block_size = config.block_size;
+  sc.num_blocks = d.num_blocks;
+  sc.enable_prefix_caching = config.enable_prefix_caching;
+  sc.policy = config.policy == "static" ? sched::SchedulerPolicy::kStatic : sched::SchedulerPolicy::kContinuous;
+  TESSERA_TRY(sched::validate_scheduler_config(sc));
+
+  RunnerConfig& rc = d.runner;
+  rc.max_num_batched_tokens = config.max_num_batched_tokens;
+  rc.max_num_seqs = config.max_num_seqs;
+  rc.max_model_len = d.max_model_len;
+  rc.max_num_spec_tokens = std::max(1, config.num_speculative_tokens);
+  rc.max_num_samples = defaults::kMaxSamplesPerRequest;
+  rc.num_threads = d.num_threads;
+
+  spec::SpeculatorConfig& spc = d.speculator;
+  spc.num_speculative_tokens = config.num_speculative_tokens;
+  // Both wall-clock choices, the guard and the cost model, or neither (tests of exact counts).
+  spc.speed_guard = config.speculative_speed_guard;
+  spc.cost_model = config.speculative_speed_guard;
+  spec::apply_spec_test_hooks(spc);  // defaults unless a test set them
+
+  d.ngram.num_speculative_tokens = config.num_speculative_tokens;
+
+  spec::DraftProposerConfig& dc = d.draft;
+  dc.num_speculative_tokens = config.num_speculative_tokens;
+  dc.max_num_seqs = std::max(1, std::min(sc.max_num_seqs, spc.max_batch_for_spec));
+  dc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, dc.max_num_seqs);
+  dc.max_model_len = sc.max_model_len;
+  dc.block_size = sc.block_size;
+  dc.kv_dtype = d.kv_dtype;
+  dc.num_threads = rc.num_threads;
+  dc.seed = config.seed ^ 0x9e3779b97f4a7c15ULL;
+  return d;
+}
+
+}  // namespace tessera
