@@ -7,9 +7,7 @@
 
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
-#include "spec/draft_proposer.h"
-#include "spec/ngram_proposer.h"
-#include "spec/speculator.h"
+#include "spec/spec_decoder.h"
 #include "tessera/engine.h"
 #include "util/kv_dtype.h"
 
@@ -25,11 +23,9 @@ struct EngineConfigs {
   int32_t num_threads = 0;            // compute threads in force
   sched::SchedulerConfig scheduler;
   RunnerConfig runner;
-  // Speculation (EngineConfig::speculative): the speculator and the proposer it names. The draft
-  // proposer's config is complete but for the cost prior, which needs the loaded draft model.
-  spec::SpeculatorConfig speculator;
-  spec::NgramConfig ngram;
-  spec::DraftProposerConfig draft;
+  // Speculation (EngineConfig::speculative; used when it is not ""): the speculator and the
+  // proposer it names.
+  spec::SpecDecoderConfig spec;
 };
 
 // The checks that need no model (kInvalidArgument): block size, KV dtype, policy, speculation.

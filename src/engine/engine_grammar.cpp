@@ -50,6 +50,7 @@ Status EngineImpl::attach_grammar(ActiveRequest& req) {
 
 void EngineImpl::start_grammar_masks(const sched::SchedulerOutput& out) {
   grammar_jobs_.clear();
+  const size_t words = grammar::mask_words(info_.vocab_size);
   for (const sched::ScheduledSeq& s : out.seqs) {
     if (!s.needs_logits) continue;
     auto it = requests_.find(s.request_id);
@@ -57,10 +58,11 @@ void EngineImpl::start_grammar_masks(const sched::SchedulerOutput& out) {
     SampleState& sample = it->second->samples[static_cast<size_t>(s.sample_index)];
     if (!sample.grammar) continue;
     const auto k = static_cast<size_t>(s.num_spec_tokens);
+    // Sized here, before the job starts: the step's sampling views point into it (grammar_masks_of).
+    sample.grammar_masks.resize((k + 1) * words);
     grammar_jobs_.push_back({&sample, std::span<const int32_t>(s.token_ids).subspan(s.token_ids.size() - k)});
   }
   if (grammar_jobs_.empty()) return;
-  const size_t words = grammar::mask_words(info_.vocab_size);
   // Row j's mask is the matcher's after drafts[0, j). A draft the grammar refuses ends the
   // walk: that row's mask excludes it, so verification rejects it there, and the later rows
   // (never sampled) repeat the last mask. The matcher is rolled back to the committed tokens.
@@ -68,7 +70,6 @@ void EngineImpl::start_grammar_masks(const sched::SchedulerOutput& out) {
     for (const GrammarJob& j : grammar_jobs_) {
       grammar::GrammarMatcher& m = *j.sample->grammar;
       const size_t rows = j.drafts.size() + 1;
-      j.sample->grammar_masks.resize(rows * words);
       uint64_t* masks = j.sample->grammar_masks.data();
       int32_t advanced = 0;
       for (size_t r = 0; r < rows; ++r) {
@@ -94,10 +95,11 @@ void EngineImpl::wait_grammar_masks() {
   if (grammar_future_.valid()) grammar_future_.get();
 }
 
-std::span<const uint64_t> EngineImpl::grammar_masks_of(const sched::ScheduledSeq& s) {
+std::span<const uint64_t> EngineImpl::grammar_masks_of(const sched::ScheduledSeq& s) const {
   auto it = requests_.find(s.request_id);
   if (it == requests_.end() || !it->second->grammar) return {};
-  wait_grammar_masks();
+  // A view of the buffer the mask job fills (sized in start_grammar_masks): the runner waits for
+  // the job (execute's sampling_ready) after the forward, before it reads the masks.
   return it->second->samples[static_cast<size_t>(s.sample_index)].grammar_masks;
 }
 

@@ -62,7 +62,9 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, d.runner);
 
   if (!config.speculative.empty()) {
-    TESSERA_TRY(e->create_draft_proposer(d));  // n-gram or draft model (engine_spec.cpp)
+    auto spec = spec::SpecDecoder::create(d.spec, *e->model_);  // n-gram or draft model
+    if (!spec) return spec.error();
+    e->spec_ = std::move(*spec);
   }
   e->eos_ids_ = e->tokenizer_->eog_ids();
   e->grammar_cache_ = std::make_unique<grammar::GrammarCache>(

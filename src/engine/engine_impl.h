@@ -7,7 +7,7 @@
 //          result  = runner.execute(out)         forward + sampling (+ speculative verification)
 //          updates = scheduler.update_from_output(out, result)
 //          per update: detokenize, stop strings, push RequestOutput to the stream, metrics
-//          propose draft tokens for the next step (speculative decoding)
+//          spec->after_step: drafts for the next step (speculative decoding, spec/spec_decoder.h)
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -21,9 +21,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_requests.h"
 #include "grammar/compiled_grammar.h"
-#include "spec/draft_proposer.h"
-#include "spec/ngram_proposer.h"
-#include "spec/speculator.h"
+#include "spec/spec_decoder.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "runner/model_runner.h"
@@ -62,18 +60,18 @@ class EngineImpl final : public Engine {
   EngineImpl() = default;
   void loop();
   void drain_messages();
+  // Applies a step's updates to the requests (outputs, stop strings, metrics); `finished` gets the
+  // sequences whose sample ended, `decoding` (seq id, request id) those still running.
   void handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
-                      const std::vector<sched::RequestUpdate>& updates);
+                      const std::vector<sched::RequestUpdate>& updates, std::vector<int64_t>& finished,
+                      std::vector<std::pair<int64_t, int64_t>>& decoding);
+  // The sequences still decoding as the SpecDecoder reads them (spans into requests_).
+  std::vector<spec::SpecSequence> spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
+                                                 const std::vector<sched::RequestUpdate>& updates) const;
   void finish_request_state(ActiveRequest& req);
   // Ends every request whose logits rows were not usable this step (RunnerOutput::nonfinite_logits)
   // with an error event; called before the scheduler consumes the step, which then skips them.
   void fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result);
-  // Speculation (engine_spec.cpp): proposer set-up at create time; after each step's updates,
-  // drafts for the sequences still decoding; the q rows of a scheduled sequence's drafts.
-  Status create_draft_proposer(const EngineConfigs& derived);
-  void propose_drafts(const sched::SchedulerOutput& out, const std::vector<sched::RequestUpdate>& updates,
-                      const std::vector<std::pair<int64_t, int64_t>>& decoding);
-  std::span<const float> draft_probs_of(const sched::ScheduledSeq& s) const;
   void publish_metrics();
   // Structured outputs (engine_grammar.cpp): compile and attach a request's grammar at submit;
   // start the step's token masks on a helper thread while the forward runs; the masks of a
@@ -81,7 +79,7 @@ class EngineImpl final : public Engine {
   Status attach_grammar(ActiveRequest& req);
   void start_grammar_masks(const sched::SchedulerOutput& out);
   void wait_grammar_masks();
-  std::span<const uint64_t> grammar_masks_of(const sched::ScheduledSeq& s);
+  std::span<const uint64_t> grammar_masks_of(const sched::ScheduledSeq& s) const;
 
   EngineConfig config_;
   ModelInfo info_;
@@ -94,21 +92,12 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<spec::Speculator> speculator_;
-  std::unique_ptr<spec::NgramProposer> ngram_;
-  std::unique_ptr<spec::DraftProposer> draft_;
+  std::unique_ptr<spec::SpecDecoder> spec_;  // speculative decoding; null when off
   std::vector<int32_t> eos_ids_;
 
   // Engine-thread state.
   std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // by request id
   MetricsSnapshot live_metrics_;
-  std::vector<int32_t> spec_context_, spec_drafts_;  // n-gram scratch (prompt ++ output, drafts)
-  std::vector<spec::SpecCandidate> spec_candidates_;  // propose_drafts scratch: who may speculate,
-  std::vector<std::pair<ActiveRequest*, SampleState*>> spec_samples_;  //   their samples,
-  std::vector<int32_t> spec_plan_;                    //   and the Speculator's k for each
-  std::vector<spec::DraftRequest> draft_requests_;
-  double propose_seconds_ = 0.0;  // proposer time in this step (for drafts of the next one)
-  std::unordered_map<int64_t, std::vector<float>> draft_probs_;  // seq id -> [k][vocab] q rows
   // Structured outputs: compiled grammars by text (thread-safe: submit() compiles), and the
   // step's mask jobs (sample, its draft tokens) run by grammar_future_ during the forward.
   std::unique_ptr<grammar::GrammarCache> grammar_cache_;
@@ -118,6 +107,7 @@ class EngineImpl final : public Engine {
   };
   std::vector<GrammarJob> grammar_jobs_;
   std::future<void> grammar_future_;
+  std::vector<SequenceSampling> sampling_;  // step(): per scheduled sequence, its request's views
 
   // Shared with client threads.
   mutable std::mutex mutex_;

@@ -32,7 +32,7 @@ struct ActiveRequest {
   SamplingParams params;
   std::vector<int32_t> prompt_ids;
   std::vector<SampleState> samples;                 // [n]
-  std::vector<sample::Rng*> rng_ptrs;               // [n] into samples (runner lookup)
+  std::vector<sample::Rng*> rng_ptrs;               // [n] into samples (the runner's sampling views)
   std::shared_ptr<RequestStreamImpl> stream;
   Clock::time_point arrival;
   std::optional<Clock::time_point> first_scheduled, first_token;

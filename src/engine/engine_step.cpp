@@ -15,7 +15,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 bool EngineImpl::step() {
   const Clock::time_point step_start = Clock::now();
-  propose_seconds_ = 0.0;
   sched::SchedulerOutput out = scheduler_->schedule();
   if (out.seqs.empty()) {
     publish_metrics();
@@ -34,20 +33,24 @@ bool EngineImpl::step() {
   }
 
   start_grammar_masks(out);  // constrained rows' masks, computed while the forward runs
-  const SamplingLookup lookup = [this](const sched::ScheduledSeq& s) {
-    SequenceSampling ss;
+  // What sampling reads of each sequence that needs logits: views of its request's state, handed
+  // down with the scheduler's output (sampling_[i] for out.seqs[i]).
+  sampling_.assign(out.seqs.size(), SequenceSampling{});
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
+    if (!s.needs_logits) continue;
     auto it = requests_.find(s.request_id);
     TESSERA_CHECK(it != requests_.end(), "no state for request {}", s.request_id);
     ActiveRequest& req = *it->second;
+    SequenceSampling& ss = sampling_[i];
     ss.params = &req.params;
     ss.rngs = req.rng_ptrs;
     ss.prompt = req.prompt_ids;
     ss.output = req.samples[static_cast<size_t>(s.sample_index)].output_ids;
-    ss.draft_probs = draft_probs_of(s);  // draft-model q rows; empty for n-gram and greedy
-    ss.allowed_tokens = grammar_masks_of(s);
-    return ss;
-  };
-  const RunnerOutput& result = runner_->execute(out, lookup);
+    if (spec_) ss.draft_probs = spec_->draft_probs_of(s.seq_id, s.num_spec_tokens);  // draft-model q rows
+    ss.allowed_tokens = grammar_masks_of(s);  // filled by the mask job: the runner waits for it
+  }
+  const RunnerOutput& result = runner_->execute(out, sampling_, &grammar_future_);
   wait_grammar_masks();
   fail_nonfinite_requests(out, result);
   const std::vector<sched::RequestUpdate> updates = scheduler_->update_from_output(out, result.sampled);
@@ -55,34 +58,18 @@ bool EngineImpl::step() {
   live_metrics_.lane_steps_used += static_cast<int64_t>(out.seqs.size());
   live_metrics_.lane_steps_total += config_.max_num_seqs;
   live_metrics_.padding_lane_steps += runner_->num_padding_lanes();
-  handle_updates(out, result, updates);
-  if (speculator_) {
-    // Decode-only steps feed the speculation speed guard (prefill chunks would skew the rates)
-    // and, without the proposer's time, the cost model's t(n) for n tokens in the step.
-    bool decode_only = true, speculated = false;
-    int64_t emitted = 0;
-    int32_t num_tokens = 0;
-    for (size_t i = 0; i < out.seqs.size(); ++i) {
-      const sched::ScheduledSeq& s = out.seqs[i];
-      decode_only &= s.needs_logits && static_cast<int32_t>(s.token_ids.size()) == s.num_spec_tokens + 1;
-      speculated |= s.num_spec_tokens > 0;
-      emitted += static_cast<int64_t>(result.sampled.sampled_token_ids[i].size());
-      num_tokens += static_cast<int32_t>(s.token_ids.size());
-    }
-    live_metrics_.spec_propose_seconds += propose_seconds_;
-    if (decode_only) {
-      const double seconds = seconds_between(step_start, Clock::now());
-      const auto num_seqs = static_cast<int32_t>(out.seqs.size());
-      if (speculated) {
-        speculator_->record_step(true, num_seqs, emitted, seconds);
-      } else {
-        // A step without drafts is a baseline sample of plain decode; drafts proposed in it (a
-        // draft catching up before its first proposal) are speculation's cost, not the baseline's.
-        speculator_->record_overhead(propose_seconds_);
-        speculator_->record_step(false, num_seqs, emitted, seconds - propose_seconds_);
-      }
-      speculator_->record_target_step(num_tokens, seconds - propose_seconds_);
-    }
+  std::vector<int64_t> finished;
+  std::vector<std::pair<int64_t, int64_t>> decoding;
+  handle_updates(out, result, updates, finished, decoding);
+  if (spec_) {
+    // Speculation's one call per step: verifications, forgetting, drafts for the next step, timing.
+    const std::vector<spec::SpecSequence> sequences = spec_sequences(decoding, updates);
+    const spec::SpecStepStats st = spec_->after_step(
+        {&out, result.num_accepted_drafts, result.sampled.sampled_token_ids, updates, finished, sequences,
+         step_start},
+        *scheduler_, runner_->pool());
+    live_metrics_.spec_propose_seconds += st.propose_seconds;
+    live_metrics_.spec_catch_up_tokens += st.num_catch_up_tokens;
   }
   publish_metrics();
   return true;
@@ -92,7 +79,7 @@ void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, cons
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     if (result.nonfinite_logits[i] == 0) continue;
     const sched::ScheduledSeq& s = out.seqs[i];
-    if (speculator_) speculator_->remove(s.seq_id);
+    if (spec_) spec_->remove(s.seq_id);
     auto it = requests_.find(s.request_id);
     if (it == requests_.end()) continue;  // another sample of it already failed this step
     scheduler_->abort_request(s.request_id, sched::RequestStatus::kFinishedError);
@@ -116,8 +103,28 @@ void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, cons
   }
 }
 
+std::vector<spec::SpecSequence> EngineImpl::spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
+                                                          const std::vector<sched::RequestUpdate>& updates) const {
+  std::vector<spec::SpecSequence> sequences;
+  sequences.reserve(decoding.size());
+  for (const auto& [seq_id, request_id] : decoding) {
+    auto it = requests_.find(request_id);
+    if (it == requests_.end()) continue;
+    const ActiveRequest& req = *it->second;
+    // The sample of this sequence: the one whose output was just extended.
+    const SampleState* sample = nullptr;
+    for (const sched::RequestUpdate& u : updates) {
+      if (u.seq_id == seq_id) sample = &req.samples[static_cast<size_t>(u.sample_index)];
+    }
+    if (!sample) continue;
+    sequences.push_back({seq_id, req.prompt_ids, sample->output_ids, &req.params, req.cache_extra_key});
+  }
+  return sequences;
+}
+
 void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
-                                const std::vector<sched::RequestUpdate>& updates) {
+                                const std::vector<sched::RequestUpdate>& updates, std::vector<int64_t>& finished,
+                                std::vector<std::pair<int64_t, int64_t>>& decoding) {
   const Clock::time_point now = Clock::now();
   // Speculation outcomes of this step.
   for (size_t i = 0; i < out.seqs.size(); ++i) {
@@ -130,7 +137,6 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
     for (int32_t p = 0; p < accepted && p < static_cast<int32_t>(live_metrics_.spec_accepted_per_position.size()); ++p) {
       live_metrics_.spec_accepted_per_position[static_cast<size_t>(p)] += 1;
     }
-    if (speculator_) speculator_->record(s.seq_id, s.num_spec_tokens, accepted);
   }
   // Logprobs by sequence id (when asked).
   auto logprobs_of = [&](int64_t seq_id) -> const SampledLogprobs* {
@@ -140,7 +146,6 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
     return nullptr;
   };
 
-  std::vector<std::pair<int64_t, int64_t>> decoding;  // (seq id, request id) still running
   for (const sched::RequestUpdate& u : updates) {
     auto it = requests_.find(u.request_id);
     if (it == requests_.end()) continue;
@@ -210,30 +215,27 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
     req.stream->push(std::move(ev));
     if (final_event) {
       sample.finished = true;
-      if (speculator_) speculator_->remove(u.seq_id);
+      finished.push_back(u.seq_id);
       if (++req.num_finished_samples == static_cast<int32_t>(req.samples.size())) {
         finish_request_state(req);
         requests_.erase(it);
       }
     }
   }
-
-  // Draft tokens for the next step (n-gram or draft model): engine_spec.cpp.
-  propose_drafts(out, updates, decoding);
 }
 
 void EngineImpl::publish_metrics() {
   const sched::SchedulerStats st = scheduler_->stats();
   MetricsSnapshot& m = live_metrics_;
-  if (speculator_) {
-    const spec::SpecCostModel& costs = speculator_->costs();
+  if (spec_) {
+    const spec::SpecCostModel& costs = spec_->costs();
     m.spec_step_seconds.resize(static_cast<size_t>(std::max(0, config_.num_speculative_tokens)) + 2);
     for (size_t n = 1; n < m.spec_step_seconds.size(); ++n) {
       m.spec_step_seconds[n] = costs.measured_target_step_seconds(static_cast<int32_t>(n));
     }
     m.spec_proposer_forward_seconds = costs.measured_proposer_forward_seconds();
     m.spec_catch_up_seconds_per_token = costs.measured_catch_up_seconds_per_token();
-    if (draft_) m.spec_draft_prefix_hit_tokens = draft_->stats().num_prefix_hit_tokens;
+    m.spec_draft_prefix_hit_tokens = spec_->draft_prefix_hit_tokens();
   }
   m.num_requests_running = st.num_running;
   m.num_requests_waiting = st.num_waiting;

@@ -18,14 +18,8 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
       rejection_sampler_(model.config().vocab_size, config.max_num_spec_tokens) {
   const auto max_tokens = static_cast<size_t>(config.max_num_batched_tokens);
   const auto max_seqs = static_cast<size_t>(config.max_num_seqs);
-  tokens_.reserve(max_tokens);
-  positions_.reserve(max_tokens);
-  slots_.reserve(max_tokens);
-  query_start_loc_.reserve(max_seqs + 1);
-  seq_lens_.reserve(max_seqs);
-  indptr_.reserve(max_seqs + 1);
-  indices_.reserve(max_seqs * static_cast<size_t>((config.max_model_len + kv.block_size() - 1) / kv.block_size() + 1));
-  logits_rows_.reserve(max_tokens);
+  batch_.reserve(config.max_num_batched_tokens, config.max_num_seqs,
+                 (config.max_model_len + kv.block_size() - 1) / kv.block_size() + 1);
   plain_greedy_.reserve(max_seqs);
   greedy_rows_.reserve(max_seqs);
   // Every logits row a step can ask for: each sequence's drafts + 1, within the token budget.
@@ -41,37 +35,15 @@ std::span<const float> ModelRunner::last_logits() const {
 
 void ModelRunner::build_batch(const sched::SchedulerOutput& out) {
   const int32_t block_size = kv_.block_size();
-  tokens_.clear();
-  positions_.clear();
-  slots_.clear();
-  query_start_loc_.assign(1, 0);
-  seq_lens_.clear();
-  indptr_.assign(1, 0);
-  indices_.clear();
-  logits_rows_.clear();
+  batch_.clear();
   for (const sched::ScheduledSeq& s : out.seqs) {
-    const auto n = static_cast<int32_t>(s.token_ids.size());
-    TESSERA_CHECK(n > 0, "sequence {} scheduled with no tokens", s.seq_id);
-    const int32_t first_row = static_cast<int32_t>(tokens_.size());
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = s.start_position + i;
-      const size_t block_index = static_cast<size_t>(pos / block_size);
-      TESSERA_CHECK(block_index < s.block_table.size(), "seq {}: position {} has no block", s.seq_id, pos);
-      tokens_.push_back(s.token_ids[static_cast<size_t>(i)]);
-      positions_.push_back(pos);
-      slots_.push_back(int64_t{s.block_table[block_index]} * block_size + pos % block_size);
-    }
-    query_start_loc_.push_back(static_cast<int32_t>(tokens_.size()));
-    seq_lens_.push_back(s.start_position + n);
-    const auto num_blocks = static_cast<size_t>((s.start_position + n + block_size - 1) / block_size);
-    indices_.insert(indices_.end(), s.block_table.begin(), s.block_table.begin() + static_cast<std::ptrdiff_t>(num_blocks));
-    indptr_.push_back(static_cast<int32_t>(indices_.size()));
-    if (s.needs_logits) {
-      for (int32_t r = n - 1 - s.num_spec_tokens; r < n; ++r) logits_rows_.push_back(first_row + r);
-    }
+    TESSERA_CHECK(!s.token_ids.empty(), "sequence {} scheduled with no tokens", s.seq_id);
+    // Logit rows: the last num_spec_tokens + 1 positions (drafts and the token after them).
+    batch_.add_chunk(s.seq_id, s.token_ids, s.start_position, s.block_table, block_size,
+                     s.needs_logits ? s.num_spec_tokens + 1 : 0);
   }
-  TESSERA_CHECK(static_cast<int32_t>(tokens_.size()) <= config_.max_num_batched_tokens,
-                "step of {} tokens exceeds the budget {}", tokens_.size(), config_.max_num_batched_tokens);
+  TESSERA_CHECK(batch_.num_tokens() <= config_.max_num_batched_tokens,
+                "step of {} tokens exceeds the budget {}", batch_.num_tokens(), config_.max_num_batched_tokens);
   append_padding_lanes(out.num_idle_lanes);
 }
 
@@ -81,23 +53,18 @@ void ModelRunner::build_batch(const sched::SchedulerOutput& out) {
 // position 0 that attends to slot 0 of the null block, writes no KV (slot -1) and has a logits
 // row that nobody samples. Capped by the step's token budget and sequence limit.
 void ModelRunner::append_padding_lanes(int32_t num_idle_lanes) {
-  const int32_t room = std::min(config_.max_num_batched_tokens - static_cast<int32_t>(tokens_.size()),
-                                config_.max_num_seqs - (static_cast<int32_t>(seq_lens_.size())));
+  const int32_t room = std::min(config_.max_num_batched_tokens - batch_.num_tokens(),
+                                config_.max_num_seqs - batch_.num_seqs());
   const int32_t num_pad = std::clamp(num_idle_lanes, 0, std::max(room, 0));
-  for (int32_t i = 0; i < num_pad; ++i) {
-    logits_rows_.push_back(static_cast<int32_t>(tokens_.size()));
-    tokens_.push_back(0);
-    positions_.push_back(0);
-    slots_.push_back(-1);
-    query_start_loc_.push_back(static_cast<int32_t>(tokens_.size()));
-    seq_lens_.push_back(1);
-    indices_.push_back(0);  // the null block
-    indptr_.push_back(static_cast<int32_t>(indices_.size()));
-  }
+  for (int32_t i = 0; i < num_pad; ++i) batch_.add_padding_lane();
   num_padding_lanes_ = num_pad;
 }
 
-const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup) {
+const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out,
+                                         std::span<const SequenceSampling> sampling,
+                                         std::future<void>* sampling_ready) {
+  TESSERA_CHECK(sampling.size() == out.seqs.size(), "{} sampling entries for {} scheduled sequences",
+                sampling.size(), out.seqs.size());
   // Cleared, not rebuilt: the inner vectors keep their capacity from step to step.
   RunnerOutput& result = output_;
   result.sampled.sampled_token_ids.resize(out.seqs.size());
@@ -120,21 +87,12 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
     profile::OpScope scope(profile::Op::kBuildBatch);
     build_batch(out);
   }
-  ForwardBatch batch;
-  batch.tokens = tokens_;
-  batch.positions = positions_;
-  batch.attn.num_seqs = static_cast<int32_t>(seq_lens_.size());  // scheduled + padding lanes
-  batch.attn.num_tokens = static_cast<int32_t>(tokens_.size());
-  batch.attn.query_start_loc = query_start_loc_.data();
-  batch.attn.seq_lens = seq_lens_.data();
-  batch.attn.block_table_indptr = indptr_.data();
-  batch.attn.block_table_indices = indices_.data();
-  batch.attn.slot_mapping = slots_.data();
-  batch.logits_rows = logits_rows_;
-  num_logits_rows_ = static_cast<int32_t>(logits_rows_.size());
+  const ForwardBatch batch = batch_.batch();  // scheduled sequences + padding lanes
+  num_logits_rows_ = batch_.num_logits_rows();
   TESSERA_CHECK(static_cast<size_t>(num_logits_rows_) * model_.config().vocab_size <= logits_.size(),
                 "{} logits rows exceed the preallocated buffer", num_logits_rows_);
   model_.forward(batch, kv_, workspace_, pool_, logits_.data());
+  if (sampling_ready != nullptr && sampling_ready->valid()) sampling_ready->get();  // e.g. grammar masks
 
   profile::OpScope sampling_scope(profile::Op::kSampling);
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
@@ -142,9 +100,8 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
   // over 49k-entry rows: a batch picks them on the pool, the same token wherever it runs.
   plain_greedy_.assign(out.seqs.size(), -1);
   greedy_rows_.clear();
-  if (sampling_.size() < out.seqs.size()) sampling_.resize(out.seqs.size());
   // Every row is checked before anything samples from it (one pass over the rows, on the pool).
-  pool_.for_chunks(static_cast<int64_t>(logits_rows_.size()), 4, [&](int64_t r0, int64_t r1) {
+  pool_.for_chunks(static_cast<int64_t>(batch_.num_logits_rows()), 4, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       row_usable_[static_cast<size_t>(r)] = logits_row_usable(logits_.data() + r * vocab, vocab) ? 1 : 0;
     }
@@ -159,8 +116,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
       row += num_rows;
       continue;
     }
-    sampling_[i] = lookup(s);
-    const SequenceSampling& ss = sampling_[i];
+    const SequenceSampling& ss = sampling[i];
     if (!ss.allowed_tokens.empty()) apply_token_masks(logits_.data() + row * vocab, s.num_spec_tokens + 1, ss.allowed_tokens);
     if (ss.params != nullptr && sample::is_plain_greedy(*ss.params) && s.num_spec_tokens == 0 && s.num_samples == 1) {
       greedy_rows_.emplace_back(static_cast<int32_t>(i), row);
@@ -187,7 +143,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out, cons
       result.sampled.sampled_token_ids[i].push_back(plain_greedy_[i]);
       continue;
     }
-    sample_sequence(s, rows, sampling_[i], result.sampled.sampled_token_ids[i], result.logprobs[i],
+    sample_sequence(s, rows, sampling[i], result.sampled.sampled_token_ids[i], result.logprobs[i],
                     result.num_accepted_drafts[i]);
   }
   return result;

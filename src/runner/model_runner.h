@@ -12,11 +12,12 @@
 // then, under the static policy, one padding row per idle lane (see append_padding_lanes).
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <future>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "model/forward_batch.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "sample/rejection_sampler.h"
@@ -37,8 +38,9 @@ struct RunnerConfig {
   int32_t num_threads = 1;
 };
 
-// What sampling needs to know about one sequence: its parameters, its random stream per sample
-// and the tokens it has seen (penalties). Owned by the engine; looked up per step.
+// What sampling needs to know about one scheduled sequence: its parameters, its random stream per
+// sample and the tokens it has seen (penalties). Views of the engine's request state, handed down
+// with the scheduler's output (one per ScheduledSeq): nothing calls back up for them.
 struct SequenceSampling {
   const SamplingParams* params = nullptr;
   std::span<sample::Rng* const> rngs;        // [n]: the stream of each sample (index = sample_index)
@@ -50,7 +52,6 @@ struct SequenceSampling {
   // before any sampling, so greedy, sampling and the rejection sampler only see allowed tokens.
   std::span<const uint64_t> allowed_tokens;
 };
-using SamplingLookup = std::function<SequenceSampling(const sched::ScheduledSeq&)>;
 
 // Per sampled token, when the request asked for logprobs.
 struct SampledLogprobs {
@@ -74,10 +75,14 @@ class ModelRunner {
  public:
   ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config);
 
-  // Runs one step. lookup(seq) is called for every sequence that needs logits. The result lives
+  // Runs one step. sampling[i] belongs to out.seqs[i] (read for the sequences that need logits;
+  // sampling.size() == out.seqs.size()). sampling_ready, when given and valid, is waited for after
+  // the forward and before `sampling` is read (the engine fills grammar masks during the forward).
+  // The result lives
   // in the runner until the next call (its vectors keep their capacity: a steady-state step
   // allocates nothing).
-  const RunnerOutput& execute(const sched::SchedulerOutput& out, const SamplingLookup& lookup);
+  const RunnerOutput& execute(const sched::SchedulerOutput& out, std::span<const SequenceSampling> sampling,
+                              std::future<void>* sampling_ready = nullptr);
 
   // Logits of the last step's rows [num_logits_rows][vocab] (draft model proposer, tests).
   std::span<const float> last_logits() const;
@@ -102,12 +107,10 @@ class ModelRunner {
   sample::Sampler sampler_;
   sample::RejectionSampler rejection_sampler_;
   // The step's batch (capacity reserved once).
-  std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
-  std::vector<int64_t> slots_;
+  ForwardBatchBuilder batch_;  // this step's ragged batch (model/forward_batch.h)
   AlignedVector<float> logits_;            // [max rows][vocab], lines as the matmul stores them
   int32_t num_logits_rows_ = 0;
   int32_t num_padding_lanes_ = 0;          // static policy: idle lanes computed this step
-  std::vector<SequenceSampling> sampling_;  // per scheduled seq: its lookup() (sampled seqs)
   std::vector<uint8_t> row_usable_;         // [max logits rows] logits_row_usable of each row this step
   std::vector<int32_t> plain_greedy_;      // per scheduled seq: its argmax token, or -1 (sampled below)
   std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, first logits row) picked in parallel

@@ -105,15 +105,9 @@ DraftProposer::DraftProposer(std::unique_ptr<LlamaModel> draft, const DraftPropo
       sampler_(model_->config().vocab_size) {
   kv_ = std::make_unique<KvStorage>(model_->config(), draft_num_blocks(model_->config(), config),
                                     config.block_size, config.kv_dtype);
-  const auto max_tokens = static_cast<size_t>(config.max_num_batched_tokens);
   const auto max_seqs = static_cast<size_t>(config.max_num_seqs);
-  tokens_.reserve(max_tokens);
-  positions_.reserve(max_tokens);
-  slots_.reserve(max_tokens);
-  query_start_loc_.reserve(max_seqs + 1);
-  seq_lens_.reserve(max_seqs);
-  indptr_.reserve(max_seqs + 1);
-  logits_rows_.reserve(max_seqs);
+  batch_.reserve(config.max_num_batched_tokens, config.max_num_seqs,
+                 (config.max_model_len + config.block_size - 1) / config.block_size + 1);
   const auto vocab = static_cast<size_t>(model_->config().vocab_size);
   logits_.resize(max_seqs * vocab);
   probs_row_.resize(vocab);
@@ -140,49 +134,18 @@ int32_t DraftProposer::num_reusable(const DraftRequest& r) {
 
 void DraftProposer::forward(std::span<const Chunk> chunks, std::span<const DraftRequest> requests,
                             ThreadPool& pool) {
-  const int32_t block_size = config_.block_size;
-  tokens_.clear();
-  positions_.clear();
-  slots_.clear();
-  query_start_loc_.assign(1, 0);
-  seq_lens_.clear();
-  indptr_.assign(1, 0);
-  indices_.clear();
-  logits_rows_.clear();
+  batch_.clear();
   for (const Chunk& c : chunks) {
-    const std::span<const int32_t> table = kv_manager_.block_table(requests[c.request].seq_id);
-    const auto n = static_cast<int32_t>(c.tokens.size());
-    for (int32_t i = 0; i < n; ++i) {
-      const int32_t pos = c.start_position + i;
-      const auto block = static_cast<size_t>(pos / block_size);
-      TESSERA_CHECK(block < table.size(), "draft seq {}: position {} has no block", requests[c.request].seq_id, pos);
-      tokens_.push_back(c.tokens[static_cast<size_t>(i)]);
-      positions_.push_back(pos);
-      slots_.push_back(int64_t{table[block]} * block_size + pos % block_size);
-    }
-    query_start_loc_.push_back(static_cast<int32_t>(tokens_.size()));
-    seq_lens_.push_back(c.start_position + n);
-    const auto num_blocks = static_cast<size_t>((c.start_position + n + block_size - 1) / block_size);
-    indices_.insert(indices_.end(), table.begin(), table.begin() + static_cast<std::ptrdiff_t>(num_blocks));
-    indptr_.push_back(static_cast<int32_t>(indices_.size()));
-    if (c.wants_logits) logits_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    const int64_t seq_id = requests[c.request].seq_id;
+    batch_.add_chunk(seq_id, c.tokens, c.start_position, kv_manager_.block_table(seq_id), config_.block_size,
+                     c.wants_logits ? 1 : 0);
   }
-  TESSERA_CHECK(static_cast<int32_t>(tokens_.size()) <= config_.max_num_batched_tokens,
-                "draft step of {} tokens exceeds {}", tokens_.size(), config_.max_num_batched_tokens);
-  ForwardBatch batch;
-  batch.tokens = tokens_;
-  batch.positions = positions_;
-  batch.attn.num_seqs = static_cast<int32_t>(chunks.size());
-  batch.attn.num_tokens = static_cast<int32_t>(tokens_.size());
-  batch.attn.query_start_loc = query_start_loc_.data();
-  batch.attn.seq_lens = seq_lens_.data();
-  batch.attn.block_table_indptr = indptr_.data();
-  batch.attn.block_table_indices = indices_.data();
-  batch.attn.slot_mapping = slots_.data();
-  batch.logits_rows = logits_rows_;
+  TESSERA_CHECK(batch_.num_tokens() <= config_.max_num_batched_tokens,
+                "draft step of {} tokens exceeds {}", batch_.num_tokens(), config_.max_num_batched_tokens);
+  const ForwardBatch batch = batch_.batch();
   model_->forward(batch, *kv_, workspace_, pool, logits_.data());
   stats_.num_forwards += 1;
-  stats_.num_tokens_fed += static_cast<int64_t>(tokens_.size());
+  stats_.num_tokens_fed += batch_.num_tokens();
 }
 
 void DraftProposer::choose(const DraftRequest& request, SeqState& state, const float* logits,
@@ -322,6 +285,40 @@ std::vector<DraftResult> DraftProposer::propose(std::span<const DraftRequest> re
   }
   last_call_.draft_seconds = std::chrono::duration<double>(Clock::now() - draft_start).count();
   return results;
+}
+
+void DraftProposer::propose_batch(std::span<const DraftRequest> requests, ThreadPool& pool,
+                                  std::span<DraftResult> results) {
+  std::vector<DraftResult> proposed = propose(requests, pool);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i < proposed.size()) {
+      results[i] = std::move(proposed[i]);
+    } else {
+      results[i].tokens.clear();
+      results[i].probs.clear();
+    }
+  }
+}
+
+ProposeCost DraftProposer::last_cost() const {
+  const DraftCallStats& call = last_call_;
+  ProposeCost cost;
+  if (call.num_catch_up_tokens <= 2 * call.num_seqs) {
+    // Up to date: every forward was a drafting one.
+    cost.num_forwards = call.num_catch_up_forwards + call.num_draft_forwards;
+    cost.forward_seconds = call.catch_up_seconds + call.draft_seconds;
+  } else {
+    cost.num_forwards = call.num_draft_forwards;
+    cost.forward_seconds = call.draft_seconds;
+    cost.num_catch_up_tokens = call.num_catch_up_tokens;
+    cost.catch_up_seconds = call.catch_up_seconds;
+  }
+  return cost;
+}
+
+int32_t DraftProposer::num_catch_up(const DraftRequest& request) {
+  const auto num_total = static_cast<int32_t>(request.prompt.size() + request.output.size());
+  return std::max(0, num_total - num_reusable(request) - 2);
 }
 
 }  // namespace tessera::spec

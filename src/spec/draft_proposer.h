@@ -43,10 +43,12 @@
 
 #include "kv/block_hash.h"
 #include "kv/kv_cache_manager.h"
+#include "model/forward_batch.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
+#include "spec/proposer.h"
 #include "tessera/engine_defaults.h"
 #include "tessera/sampling_params.h"
 #include "util/kv_dtype.h"
@@ -66,21 +68,6 @@ struct DraftProposerConfig {
   bool enable_prefix_caching = true;        // committed full blocks shared across sequences
   int32_t num_threads = 1;                  // threads of the pool passed to propose()
   uint64_t seed = 0;                        // draft sampling streams are Rng(seed ^ seq_id)
-};
-
-// One speculating sequence of a step. Spans point into the engine's request state.
-struct DraftRequest {
-  int64_t seq_id = 0;                       // key of the draft's per-sequence state
-  std::span<const int32_t> prompt;          // [num_prompt] committed prompt tokens
-  std::span<const int32_t> output;          // [num_output] committed output tokens
-  int32_t num_drafts = 0;                   // k for this sequence, 1..num_speculative_tokens
-  const SamplingParams* params = nullptr;   // greedy -> argmax drafts; else drawn from q
-  uint64_t cache_extra_key = 0;             // kv::hash_cache_salt of the request's salt (0 = none)
-};
-
-struct DraftResult {
-  std::vector<int32_t> tokens;              // [<= num_drafts] proposals (empty: none this step)
-  std::vector<float> probs;                 // [tokens.size()][vocab] q rows; empty when greedy
 };
 
 struct DraftStats {
@@ -105,7 +92,7 @@ struct DraftCallStats {
 // a stride through the middle). kInvalidArgument with the first difference otherwise.
 Status check_vocab_compatible(const LlamaModel& target, const LlamaModel& draft);
 
-class DraftProposer {
+class DraftProposer final : public Proposer {
  public:
   // Loads the draft GGUF and checks it against the target's vocabulary.
   static Result<std::unique_ptr<DraftProposer>> load(const std::string& draft_path,
@@ -118,7 +105,14 @@ class DraftProposer {
   std::vector<DraftResult> propose(std::span<const DraftRequest> requests, ThreadPool& pool);
 
   // Forgets a sequence (finished, aborted): its draft KV blocks are freed. Unknown ids: no-op.
-  void release(int64_t seq_id);
+  void release(int64_t seq_id) override;
+
+  // Proposer: propose() into `results`; the cost of the call from last_call() (catch-up counted
+  // apart only when it went beyond the one or two tokens of every proposal); num_reusable().
+  void propose_batch(std::span<const DraftRequest> requests, ThreadPool& pool,
+                     std::span<DraftResult> results) override;
+  ProposeCost last_cost() const override;
+  int32_t num_catch_up(const DraftRequest& request) override;
 
   // Tokens whose KV the draft holds for the sequence (0 if unknown).
   int32_t num_computed(int64_t seq_id) const;
@@ -170,8 +164,7 @@ class DraftProposer {
   std::vector<int32_t> probe_tokens_;       // num_reusable() scratch: T and its block hashes
   std::vector<kv::BlockHash> probe_hashes_;
   // Batch scratch, capacity reserved once.
-  std::vector<int32_t> tokens_, positions_, query_start_loc_, seq_lens_, indptr_, indices_, logits_rows_;
-  std::vector<int64_t> slots_;
+  ForwardBatchBuilder batch_;               // one forward's ragged batch (model/forward_batch.h)
   std::vector<float> logits_;               // [max_num_seqs][vocab]
   std::vector<float> probs_row_;            // [vocab]
 };

@@ -2,6 +2,7 @@
 #include "spec/ngram_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "util/check.h"
 
@@ -86,6 +87,25 @@ std::vector<int32_t> propose_ngram_ref(const NgramConfig& config,
     return std::vector<int32_t>(tokens.begin() + begin, tokens.begin() + end);
   }
   return {};
+}
+
+void NgramProposer::propose_batch(std::span<const DraftRequest> requests, ThreadPool& /*pool*/,
+                                  std::span<DraftResult> results) {
+  const auto start = std::chrono::steady_clock::now();
+  int32_t max_k = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    max_k = std::max(max_k, r.num_drafts);
+    context_.assign(r.prompt.begin(), r.prompt.end());
+    context_.insert(context_.end(), r.output.begin(), r.output.end());
+    std::vector<int32_t>& drafts = results[i].tokens;
+    drafts.resize(static_cast<size_t>(std::max(0, r.num_drafts)));
+    drafts.resize(static_cast<size_t>(propose(context_, drafts)));
+    results[i].probs.clear();
+  }
+  last_cost_ = ProposeCost{};
+  last_cost_.num_forwards = max_k;
+  last_cost_.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace tessera::spec

@@ -21,6 +21,7 @@
 #include <span>
 #include <vector>
 
+#include "spec/proposer.h"
 #include "tessera/engine_defaults.h"
 #include "util/status.h"
 
@@ -40,7 +41,7 @@ struct NgramConfig {
 
 Status validate_ngram_config(const NgramConfig& config);
 
-class NgramProposer {
+class NgramProposer final : public Proposer {
  public:
   explicit NgramProposer(const NgramConfig& config);  // config must validate
 
@@ -51,8 +52,19 @@ class NgramProposer {
   int32_t propose(std::span<const int32_t> tokens, std::span<int32_t> out) const;
   std::vector<int32_t> propose(std::span<const int32_t> tokens) const;
 
+  // Proposer: each request's prompt ++ output, up to its num_drafts tokens. The lookups are the
+  // proposer's "forwards" (microseconds, timed all the same: as many as the largest k of the call).
+  // Nothing to catch up, nothing kept per sequence.
+  void propose_batch(std::span<const DraftRequest> requests, ThreadPool& pool,
+                     std::span<DraftResult> results) override;
+  ProposeCost last_cost() const override { return last_cost_; }
+  int32_t num_catch_up(const DraftRequest&) override { return 0; }
+  void release(int64_t) override {}
+
  private:
   NgramConfig config_;
+  std::vector<int32_t> context_;  // propose_batch scratch: prompt ++ output of one request
+  ProposeCost last_cost_;
 };
 
 // The readable twin: for each n from max_n down, compares every earlier window with the suffix

@@ -61,13 +61,14 @@ TEST(RunnerAlloc, DecodeStepAllocatesNothing) {
   std::vector<sample::Rng*> rng_ptrs;
   for (sample::Rng& r : rngs) rng_ptrs.push_back(&r);
   const std::vector<int32_t> prompt(kPrompt, 5);
-  const SamplingLookup lookup = [&](const sched::ScheduledSeq& q) {
-    SequenceSampling ss;
-    ss.params = q.seq_id % 2 == 0 ? &greedy : &sampled;
-    ss.rngs = std::span<sample::Rng* const>(rng_ptrs).subspan(static_cast<size_t>(q.seq_id), 1);
+  // Sequence s's sampling views, as the engine hands them down with each step (index = seq id).
+  std::vector<SequenceSampling> sampling(kSeqs);
+  for (int32_t s = 0; s < kSeqs; ++s) {
+    SequenceSampling& ss = sampling[static_cast<size_t>(s)];
+    ss.params = s % 2 == 0 ? &greedy : &sampled;
+    ss.rngs = std::span<sample::Rng* const>(rng_ptrs).subspan(static_cast<size_t>(s), 1);
     ss.prompt = prompt;
-    return ss;
-  };
+  }
 
   // Prefill, then decode steps; every scheduler output built up front.
   constexpr int32_t kDecodeSteps = 8, kCounted = 4;
@@ -86,7 +87,7 @@ TEST(RunnerAlloc, DecodeStepAllocatesNothing) {
     set_isa_level(level);
     for (size_t i = 0; i < steps.size(); ++i) {
       const int64_t before = tessera::testing::num_allocations();
-      const RunnerOutput& r = runner.execute(steps[i], lookup);
+      const RunnerOutput& r = runner.execute(steps[i], sampling);
       if (i + kCounted >= steps.size()) {
         EXPECT_EQ(tessera::testing::num_allocations() - before, 0) << "step " << i;
       }

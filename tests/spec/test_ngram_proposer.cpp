@@ -112,5 +112,28 @@ TEST(NgramProposer, LongContextAllocationFreeShape) {
   EXPECT_EQ(Tokens(out, out + 4), (Tokens{tokens[14], tokens[15], tokens[16], tokens[17]}));
 }
 
+// Through the Proposer interface (what the SpecDecoder calls): one batch of requests, each looked
+// up in its prompt ++ output with its own k, equal to propose() on the joined tokens; a miss is an
+// empty result; the cost is one "forward" per draft position of the largest k; nothing to catch up.
+TEST(NgramProposer, ProposeBatchMatchesProposePerRequest) {
+  NgramProposer proposer(config(2, 4, 4));
+  Proposer& as_proposer = proposer;
+  const Tokens prompt_a = {1, 2, 3, 4, 5, 6, 1, 2};
+  const Tokens output_a = {3};
+  const Tokens prompt_b = {7, 8, 9};
+  const Tokens output_b = {10, 11};  // no repeat: a miss
+  const DraftRequest requests[] = {{1, prompt_a, output_a, 3, nullptr, 0}, {2, prompt_b, output_b, 2, nullptr, 0}};
+  std::vector<DraftResult> results(2);
+  results[1].tokens = {99};  // stale entries are overwritten
+  ThreadPool pool(1);
+  as_proposer.propose_batch(requests, pool, results);
+  EXPECT_EQ(results[0].tokens, (Tokens{4, 5, 6}));  // after "1 2 3": 4 5 6 (k = 3)
+  EXPECT_TRUE(results[0].probs.empty());
+  EXPECT_TRUE(results[1].tokens.empty());
+  EXPECT_EQ(as_proposer.last_cost().num_forwards, 3);
+  EXPECT_EQ(as_proposer.last_cost().num_catch_up_tokens, 0);
+  EXPECT_EQ(as_proposer.num_catch_up(requests[0]), 0);
+}
+
 }  // namespace
 }  // namespace tessera::spec
