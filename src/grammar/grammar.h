@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "util/status.h"
+#include "util/utf8.h"
 
 namespace tessera::grammar {
 
@@ -65,7 +66,6 @@ inline constexpr int32_t kMaxRepeat = 4096;  // m and n of {m,n}
 // Parses the surface syntax; errors name the line and column and what was expected.
 Result<Grammar> parse_grammar(std::string_view text);
 
-// Appends the UTF-8 encoding of a code point (< 0x110000, not a surrogate).
-void append_utf8(uint32_t cp, std::string& out);
+using ::tessera::append_utf8;  // util/utf8.h
 
 }  // namespace tessera::grammar

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "util/utf8.h"
+
 namespace tessera::jinja {
 namespace {
 
@@ -35,23 +37,6 @@ std::string normalize_newlines(std::string_view s) {
   return out;
 }
 
-void append_utf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xc0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xe0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    *out += static_cast<char>(0xf0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -92,7 +77,7 @@ bool unescape(std::string_view body, std::string* out) {
           cp = cp * 16 + static_cast<uint32_t>(h);
         }
         if (cp > 0x10ffff) return false;
-        append_utf8(cp, out);
+        append_utf8(cp, *out);
         i += n;
         break;
       }
@@ -102,7 +87,7 @@ bool unescape(std::string_view body, std::string* out) {
           for (int k = 0; k < 2 && i + 1 < body.size() && body[i + 1] >= '0' && body[i + 1] <= '7'; ++k) {
             cp = cp * 8 + static_cast<uint32_t>(body[++i] - '0');
           }
-          append_utf8(cp, out);
+          append_utf8(cp, *out);
         } else {
           *out += '\\';
           *out += c;

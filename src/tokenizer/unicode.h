@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/utf8.h"
+
 namespace tessera::tokenizer {
 
 // Flag bits of a codepoint.
@@ -46,7 +48,7 @@ size_t valid_utf8_prefix_len(std::string_view s);
 // Decodes one codepoint at s[pos], advancing pos; invalid bytes give U+FFFD (one byte consumed).
 uint32_t decode_utf8_at(std::string_view s, size_t& pos);
 std::vector<uint32_t> decode_utf8(std::string_view s);
-void append_utf8(uint32_t cp, std::string& out);
+using ::tessera::append_utf8;  // util/utf8.h
 
 // Byte length a UTF-8 lead byte announces (1 for ASCII and for invalid lead bytes).
 inline size_t utf8_len_from_lead(uint8_t lead) {
