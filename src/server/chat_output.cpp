@@ -9,8 +9,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr size_t kArgumentFragmentBytes = 16;  // streamed `arguments` pieces (UTF-8 safe cuts)
-
 json tool_call_json(const ParsedToolCall& call, const ChatShaping& s, int32_t choice, size_t k) {
   return json{{"id", fmt::format("{}_{}_{}", s.call_id_prefix, choice, k)},
               {"type", "function"},
@@ -63,66 +61,56 @@ json chat_message(const std::string& text, const ChatShaping& s, int32_t choice,
 }
 
 ChatStreamShaper::ChatStreamShaper(const ChatShaping& shaping, int32_t choice)
-    : shaping_(&shaping), choice_(choice), splitter_(shaping.starts_in_reasoning) {
-  passing_ = !shaping.tools_active;
-}
+    : shaping_(&shaping),
+      choice_(choice),
+      splitter_(shaping.starts_in_reasoning),
+      calls_(shaping.format, &shaping.tool_names, shaping.parallel_tool_calls) {}
 
-void ChatStreamShaper::add_content(const std::string& text, std::vector<json>* out) {
-  if (text.empty()) return;
-  if (passing_) {
-    out->push_back(json{{"content", text}});
+void ChatStreamShaper::add_content(const std::string& text, bool at_end, std::vector<json>* out) {
+  if (!shaping_->tools_active) {
+    if (!text.empty()) out->push_back(json{{"content", text}});
     return;
   }
-  held_ += text;
-  if (!may_become_tool_call(held_, shaping_->format)) {
-    passing_ = true;
-    out->push_back(json{{"content", std::move(held_)}});
-    held_.clear();
+  std::vector<ToolCallEvent> events;
+  calls_.push(text, &events);
+  if (at_end) calls_.finish(&events);
+  for (ToolCallEvent& e : events) {
+    switch (e.kind) {
+      case ToolCallEvent::Kind::kContent: out->push_back(json{{"content", std::move(e.text)}}); break;
+      case ToolCallEvent::Kind::kCallStart:
+        out->push_back(json{{"tool_calls", json::array({json{{"index", e.index},
+                                                             {"id", fmt::format("{}_{}_{}", shaping_->call_id_prefix, choice_, e.index)},
+                                                             {"type", "function"},
+                                                             {"function", {{"name", std::move(e.text)}, {"arguments", ""}}}}})}});
+        break;
+      case ToolCallEvent::Kind::kArguments:
+        out->push_back(json{{"tool_calls", json::array({json{{"index", e.index}, {"function", {{"arguments", std::move(e.text)}}}}})}});
+        break;
+    }
   }
+  if (at_end) made_tool_calls_ = calls_.made_calls();
 }
 
 std::vector<json> ChatStreamShaper::push(const std::string& text_delta) {
   std::vector<json> out;
   if (!shaping_->split_reasoning) {
-    add_content(text_delta, &out);
+    add_content(text_delta, /*at_end=*/false, &out);
     return out;
   }
   ReasoningSplit part = splitter_.push(text_delta);
   if (!part.reasoning.empty()) out.push_back(json{{"reasoning_content", part.reasoning}});
-  add_content(part.content, &out);
+  add_content(part.content, /*at_end=*/false, &out);
   return out;
 }
 
 std::vector<json> ChatStreamShaper::finish() {
   std::vector<json> out;
+  ReasoningSplit tail;
   if (shaping_->split_reasoning) {
-    ReasoningSplit tail = splitter_.finish();
+    tail = splitter_.finish();
     if (!tail.reasoning.empty()) out.push_back(json{{"reasoning_content", tail.reasoning}});
-    add_content(tail.content, &out);
   }
-  if (held_.empty()) return out;
-  ToolCallParse p = parse_for(held_, *shaping_);
-  if (p.calls.empty()) {
-    out.push_back(json{{"content", std::move(held_)}});
-    held_.clear();
-    return out;
-  }
-  if (!p.content.empty()) out.push_back(json{{"content", p.content}});
-  for (size_t k = 0; k < p.calls.size(); ++k) {
-    json head = tool_call_json(p.calls[k], *shaping_, choice_, k);
-    head["index"] = k;
-    head["function"]["arguments"] = "";
-    out.push_back(json{{"tool_calls", json::array({head})}});
-    const std::string& args = p.calls[k].arguments;
-    for (size_t at = 0; at < args.size();) {
-      size_t n = std::min(kArgumentFragmentBytes, args.size() - at);
-      while (at + n < args.size() && (static_cast<unsigned char>(args[at + n]) & 0xc0) == 0x80) ++n;
-      out.push_back(json{{"tool_calls", json::array({json{{"index", k}, {"function", {{"arguments", args.substr(at, n)}}}}})}});
-      at += n;
-    }
-  }
-  made_tool_calls_ = true;
-  held_.clear();
+  add_content(tail.content, /*at_end=*/true, &out);
   return out;
 }
 

@@ -1,9 +1,9 @@
 // Response side of /v1/chat/completions for tools and reasoning: the generated text of one choice
 // becomes message.reasoning_content (<think> split, reasoning.h), message.content and
 // message.tool_calls (tool_calls.h) with finish_reason "tool_calls"; streamed as
-// delta.reasoning_content, delta.content and delta.tool_calls (per call: id, type and name first,
-// then the arguments in fragments). While tools are active, content that may still become a call
-// is held back until it cannot or the choice ends.
+// delta.reasoning_content, delta.content and delta.tool_calls as the text is generated (per call:
+// index, id, type and name once the name is complete, then the arguments as they grow;
+// tool_call_stream.h says what is held back and why).
 #pragma once
 #include <string>
 #include <vector>
@@ -12,6 +12,7 @@
 
 #include "server/chat_tools_parse.h"
 #include "server/reasoning.h"
+#include "server/tool_call_stream.h"
 #include "server/tool_calls.h"
 
 namespace tessera::server {
@@ -37,15 +38,14 @@ class ChatStreamShaper {
   ChatStreamShaper(const ChatShaping& shaping, int32_t choice);
   std::vector<nlohmann::json> push(const std::string& text_delta);  // deltas to send now
   std::vector<nlohmann::json> finish();                             // the rest, at the end
-  bool made_tool_calls() const { return made_tool_calls_; }
+  bool made_tool_calls() const { return made_tool_calls_; }  // after finish()
 
  private:
-  void add_content(const std::string& text, std::vector<nlohmann::json>* out);
+  void add_content(const std::string& text, bool at_end, std::vector<nlohmann::json>* out);
   const ChatShaping* shaping_;
   int32_t choice_;
   ReasoningSplitter splitter_;
-  std::string held_;         // content held back while it may become a tool call
-  bool passing_ = false;     // decided: plain content, no more holding
+  ToolCallStream calls_;
   bool made_tool_calls_ = false;
 };
 

@@ -1,4 +1,6 @@
-// Tool-call parsers (see tool_calls.h for the formats).
+// The readable tool-call parser (rules in tool_calls.h): nlohmann-json checks that each JSON value
+// is valid, then a small walker over the (valid) text finds the members and their byte spans, so
+// `arguments` can be the model's own bytes.
 #include "server/tool_calls.h"
 
 #include <nlohmann/json.hpp>
@@ -7,146 +9,233 @@ namespace tessera::server {
 namespace {
 
 using json = nlohmann::ordered_json;
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kHermesOpen = "<tool_call>", kHermesClose = "</tool_call>";
+constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
 
-std::string_view trim(std::string_view s) {
-  auto ws = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
-  while (!s.empty() && ws(s.front())) s.remove_prefix(1);
-  while (!s.empty() && ws(s.back())) s.remove_suffix(1);
+bool is_blank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+std::string_view ltrim(std::string_view s) {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   return s;
 }
+std::string_view rtrim(std::string_view s) {
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+bool valid_json(std::string_view s) { return json::accept(s); }
 
-json parse_json(std::string_view text) { return json::parse(text, nullptr, /*allow_exceptions=*/false); }
-
-// {"name": f, "arguments"|"parameters": {...} or "<json object>"} -> call; false if malformed.
-bool to_call(const json& j, const std::set<std::string>& known, ParsedToolCall* out) {
-  if (!j.is_object()) return false;
-  const json* fn = &j;
-  if (j.contains("function") && j["function"].is_object()) fn = &j["function"];  // OpenAI shape
-  if (!fn->contains("name") || !(*fn)["name"].is_string()) return false;
-  const std::string name = (*fn)["name"];
-  if (known.count(name) == 0) return false;
-  json args = json::object();
-  if (fn->contains("arguments")) {
-    args = (*fn)["arguments"];
-  } else if (fn->contains("parameters")) {
-    args = (*fn)["parameters"];
+// Length of the JSON value at the start of `s` by bracket and string matching (no validation);
+// npos when it does not end within `s`. Scalars end at the next delimiter.
+size_t value_length(std::string_view s) {
+  if (s.empty()) return std::string_view::npos;
+  if (s[0] == '"') {
+    for (size_t i = 1; i < s.size(); ++i) {
+      if (s[i] == '\\') ++i;
+      else if (s[i] == '"') return i + 1;
+    }
+    return std::string_view::npos;
   }
-  if (args.is_string()) args = parse_json(args.get<std::string>());
-  if (!args.is_object()) return false;
-  out->name = name;
-  out->arguments = args.dump(-1, ' ', /*ensure_ascii=*/false);
-  return true;
+  if (s[0] != '{' && s[0] != '[') {
+    size_t i = 0;
+    while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_blank(s[i])) ++i;
+    return i;
+  }
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
 }
 
-bool calls_from(const json& j, const std::set<std::string>& known, std::vector<ParsedToolCall>* out) {
-  if (j.is_object() && j.contains("tool_calls") && j["tool_calls"].is_array()) return calls_from(j["tool_calls"], known, out);
-  if (j.is_array()) {
-    if (j.empty()) return false;
-    for (const json& item : j) {
-      ParsedToolCall call;
-      if (!to_call(item, known, &call)) return false;
-      out->push_back(std::move(call));
+std::string decode_string(std::string_view quoted) { return json::parse(quoted).get<std::string>(); }
+
+struct Member {
+  std::string key;
+  std::string_view value;  // the value's bytes
+};
+
+// The members of a valid JSON object text, in order (duplicates kept).
+std::vector<Member> members_of(std::string_view obj) {
+  std::vector<Member> out;
+  std::string_view s = ltrim(obj.substr(1));
+  while (!s.empty() && s[0] == '"') {
+    const size_t key_len = value_length(s);
+    Member m{decode_string(s.substr(0, key_len)), {}};
+    s = ltrim(ltrim(s.substr(key_len)).substr(1));  // past ':'
+    m.value = s.substr(0, value_length(s));
+    s = ltrim(s.substr(m.value.size()));
+    out.push_back(std::move(m));
+    if (!s.empty() && s[0] == ',') s = ltrim(s.substr(1));
+  }
+  return out;
+}
+
+// The elements of a valid JSON array text.
+std::vector<std::string_view> elements_of(std::string_view arr) {
+  std::vector<std::string_view> out;
+  std::string_view s = ltrim(arr.substr(1));
+  while (!s.empty() && s[0] != ']') {
+    out.push_back(s.substr(0, value_length(s)));
+    s = ltrim(s.substr(out.back().size()));
+    if (!s.empty() && s[0] == ',') s = ltrim(s.substr(1));
+  }
+  return out;
+}
+
+class Extractor {
+ public:
+  explicit Extractor(const std::set<std::string>& known) : known_(known) {}
+
+  // A container (a valid JSON value's text): a call object, an array of them, or a tool_calls list.
+  bool container(std::string_view value, std::vector<ParsedToolCall>* calls) const {
+    if (value[0] == '[') return call_list(value, calls);
+    if (value[0] == '{') return call_object(value, /*allow_list=*/true, calls);
+    return false;
+  }
+
+ private:
+  bool call_list(std::string_view arr, std::vector<ParsedToolCall>* calls) const {
+    const std::vector<std::string_view> items = elements_of(arr);
+    if (items.empty()) return false;
+    for (std::string_view item : items) {
+      if (item[0] != '{' || !call_object(item, /*allow_list=*/false, calls)) return false;
     }
     return true;
   }
-  ParsedToolCall call;
-  if (!to_call(j, known, &call)) return false;
-  out->push_back(std::move(call));
-  return true;
-}
 
-std::string_view strip_fence(std::string_view s) {
-  s = trim(s);
-  if (!s.starts_with("```")) return s;
-  s.remove_prefix(3);
-  const size_t nl = s.find('\n');
-  if (nl == std::string_view::npos) return s;
-  s.remove_prefix(nl + 1);
-  const size_t end = s.rfind("```");
-  if (end != std::string_view::npos) s = s.substr(0, end);
-  return trim(s);
-}
-
-bool parse_generic(std::string_view text, const std::set<std::string>& known, ToolCallParse* out) {
-  const json j = parse_json(strip_fence(text));
-  std::vector<ParsedToolCall> calls;
-  if (j.is_discarded() || !calls_from(j, known, &calls)) return false;
-  out->calls = std::move(calls);
-  out->content.clear();
-  return true;
-}
-
-bool parse_hermes(std::string_view text, const std::set<std::string>& known, ToolCallParse* out) {
-  const std::string_view open = "<tool_call>", close = "</tool_call>";
-  size_t at = text.find(open);
-  if (at == std::string_view::npos) return false;
-  std::string content(trim(text.substr(0, at)));
-  std::vector<ParsedToolCall> calls;
-  while (at != std::string_view::npos) {
-    const size_t end = text.find(close, at);
-    if (end == std::string_view::npos) return false;  // unterminated
-    const json j = parse_json(trim(text.substr(at + open.size(), end - at - open.size())));
-    if (j.is_discarded() || !calls_from(j, known, &calls)) return false;
-    const size_t next = text.find(open, end);
-    const std::string_view between = trim(text.substr(end + close.size(), next == std::string_view::npos ? std::string_view::npos : next - end - close.size()));
-    if (!between.empty()) {
-      if (!content.empty()) content += "\n";
-      content += between;
+  static bool repeated_keys(const std::vector<Member>& ms) {
+    int num_name = 0, num_function = 0, num_list = 0, num_args = 0;
+    for (const Member& m : ms) {
+      num_name += m.key == "name";
+      num_function += m.key == "function";
+      num_list += m.key == "tool_calls";
+      num_args += m.key == "arguments" || m.key == "parameters";
     }
-    at = next;
+    return num_name > 1 || num_function > 1 || num_list > 1 || num_args > 1;
   }
-  out->calls = std::move(calls);
-  out->content = std::move(content);
-  return true;
-}
 
-bool parse_mistral(std::string_view text, const std::set<std::string>& known, ToolCallParse* out) {
-  const std::string_view tag = "[TOOL_CALLS]";
-  const size_t at = text.find(tag);
-  if (at == std::string_view::npos) return false;
-  const json j = parse_json(trim(text.substr(at + tag.size())));
-  std::vector<ParsedToolCall> calls;
-  if (j.is_discarded() || !calls_from(j, known, &calls)) return false;
-  out->calls = std::move(calls);
-  out->content = std::string(trim(text.substr(0, at)));
-  return true;
-}
+  bool call_object(std::string_view obj, bool allow_list, std::vector<ParsedToolCall>* calls) const {
+    const std::vector<Member> ms = members_of(obj);
+    if (repeated_keys(ms)) return false;
+    for (const Member& m : ms) {  // the first of name / function / tool_calls decides
+      if (m.key == "name") return flat_call(ms, calls);
+      if (m.key == "function") {
+        if (m.value[0] != '{') return false;
+        const std::vector<Member> inner = members_of(m.value);
+        return !repeated_keys(inner) && flat_call(inner, calls);
+      }
+      if (m.key == "tool_calls") return allow_list && m.value[0] == '[' && call_list(m.value, calls);
+    }
+    return false;
+  }
 
-bool parse_llama3(std::string_view text, const std::set<std::string>& known, ToolCallParse* out) {
-  std::string_view body = trim(text);
-  if (body.starts_with("<|python_tag|>")) body = trim(body.substr(14));
-  if (!body.starts_with("{")) return false;
-  // One object, or several separated by ';' or newlines: parse each top-level {...} in turn.
-  std::vector<ParsedToolCall> calls;
-  size_t pos = 0;
-  while (pos < body.size()) {
-    while (pos < body.size() && (body[pos] == ';' || body[pos] == ' ' || body[pos] == '\n' || body[pos] == '\r' || body[pos] == '\t')) ++pos;
-    if (pos == body.size()) break;
-    if (body[pos] != '{') return false;
-    int depth = 0;
-    bool in_string = false;
-    size_t end = pos;
-    for (; end < body.size(); ++end) {
-      const char c = body[end];
-      if (in_string) {
-        if (c == '\\') ++end;
-        else if (c == '"') in_string = false;
-      } else if (c == '"') {
-        in_string = true;
-      } else if (c == '{') {
-        ++depth;
-      } else if (c == '}' && --depth == 0) {
-        break;
+  // {"name": f, "arguments"|"parameters": {...} or "<object text>"}; other keys are ignored.
+  bool flat_call(const std::vector<Member>& ms, std::vector<ParsedToolCall>* calls) const {
+    ParsedToolCall call;
+    bool named = false;
+    call.arguments = "{}";
+    for (const Member& m : ms) {
+      if (m.key == "name") {
+        if (m.value[0] != '"') return false;
+        call.name = decode_string(m.value);
+        if (known_.count(call.name) == 0) return false;
+        named = true;
+      } else if (m.key == "arguments" || m.key == "parameters") {
+        if (m.value[0] == '{') {
+          call.arguments = std::string(m.value);
+        } else if (m.value[0] == '"') {
+          const std::string text = decode_string(m.value);
+          const std::string_view trimmed = rtrim(ltrim(text));
+          const json j = json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
+          if (!j.is_object()) return false;
+          call.arguments = std::string(trimmed);
+        } else {
+          return false;
+        }
       }
     }
-    if (end >= body.size()) return false;  // unterminated
-    const json j = parse_json(body.substr(pos, end + 1 - pos));
-    if (j.is_discarded() || !calls_from(j, known, &calls)) return false;
-    pos = end + 1;
+    if (!named) return false;
+    calls->push_back(std::move(call));
+    return true;
   }
-  if (calls.empty()) return false;
-  out->calls = std::move(calls);
-  out->content.clear();
+
+  const std::set<std::string>& known_;
+};
+
+// Containers separated by blanks or ';' up to the end of `s` (or, when fenced, a closing ```
+// followed only by blanks). At least one.
+bool containers_to_end(std::string_view s, bool fenced, const Extractor& ex, std::vector<ParsedToolCall>* calls) {
+  size_t num_values = 0;
+  while (true) {
+    while (!s.empty() && (is_blank(s[0]) || s[0] == ';')) s.remove_prefix(1);
+    if (s.empty()) return num_values > 0;
+    if (fenced && s.starts_with("```")) return num_values > 0 && ltrim(s.substr(3)).empty();
+    if (s[0] != '{' && s[0] != '[') return false;
+    const size_t len = value_length(s);
+    if (len == std::string_view::npos || !valid_json(s.substr(0, len)) || !ex.container(s.substr(0, len), calls)) return false;
+    ++num_values;
+    s.remove_prefix(len);
+  }
+}
+
+// Rule 1: `s` starts at the output's first non-blank byte.
+bool json_region(std::string_view s, ToolCallFormat format, const Extractor& ex, std::vector<ParsedToolCall>* calls) {
+  if (format == ToolCallFormat::kLlama3 && s.starts_with(kPythonTag)) s = ltrim(s.substr(kPythonTag.size()));
+  bool fenced = false;
+  if (s.starts_with("```")) {
+    const size_t nl = s.find('\n');
+    if (nl == std::string_view::npos) return false;
+    s.remove_prefix(nl + 1);
+    fenced = true;
+  }
+  return containers_to_end(s, fenced, ex, calls);
+}
+
+bool hermes_blocks(std::string_view text, const Extractor& ex, ToolCallParse* out) {
+  size_t at = text.find(kHermesOpen);
+  if (at == std::string_view::npos) return false;
+  std::vector<std::string_view> pieces = {rtrim(text.substr(0, at))};
+  while (true) {
+    std::string_view s = ltrim(text.substr(at + kHermesOpen.size()));
+    if (s.empty() || (s[0] != '{' && s[0] != '[')) return false;
+    const size_t len = value_length(s);
+    if (len == std::string_view::npos || !valid_json(s.substr(0, len)) || !ex.container(s.substr(0, len), &out->calls)) return false;
+    s = ltrim(s.substr(len));
+    if (s.empty()) break;  // the last block may end the output without </tool_call>
+    if (!s.starts_with(kHermesClose)) return false;
+    const size_t after = text.size() - s.size() + kHermesClose.size();
+    const size_t next = text.find(kHermesOpen, after);
+    if (next == std::string_view::npos) {
+      pieces.push_back(ltrim(text.substr(after)));
+      break;
+    }
+    pieces.push_back(rtrim(ltrim(text.substr(after, next - after))));
+    at = next;
+  }
+  for (std::string_view p : pieces) {
+    if (p.empty()) continue;
+    if (!out->content.empty()) out->content += "\n";
+    out->content += p;
+  }
+  return true;
+}
+
+bool mistral_calls(std::string_view text, const Extractor& ex, ToolCallParse* out) {
+  const size_t at = text.find(kMistralTag);
+  if (at == std::string_view::npos) return false;
+  if (!containers_to_end(text.substr(at + kMistralTag.size()), /*fenced=*/false, ex, &out->calls)) return false;
+  out->content = std::string(rtrim(text.substr(0, at)));
   return true;
 }
 
@@ -171,34 +260,25 @@ const char* tool_call_format_name(ToolCallFormat format) {
   return "?";
 }
 
+std::string_view tool_call_marker(ToolCallFormat format) {
+  if (format == ToolCallFormat::kHermes) return kHermesOpen;
+  if (format == ToolCallFormat::kMistral) return kMistralTag;
+  return {};
+}
+
 ToolCallParse parse_tool_calls(std::string_view text, ToolCallFormat format, const std::set<std::string>& known) {
+  const Extractor ex(known);
   ToolCallParse out;
+  if (json_region(ltrim(text), format, ex, &out.calls)) return out;
+  out.calls.clear();
   bool found = false;
-  switch (format) {
-    case ToolCallFormat::kHermes: found = parse_hermes(text, known, &out); break;
-    case ToolCallFormat::kMistral: found = parse_mistral(text, known, &out); break;
-    case ToolCallFormat::kLlama3: found = parse_llama3(text, known, &out); break;
-    case ToolCallFormat::kGenericJson: break;
-  }
-  if (!found) found = parse_generic(text, known, &out);
+  if (format == ToolCallFormat::kHermes) found = hermes_blocks(text, ex, &out);
+  if (format == ToolCallFormat::kMistral) found = mistral_calls(text, ex, &out);
   if (!found) {
     out.calls.clear();
     out.content = std::string(text);
   }
   return out;
-}
-
-bool may_become_tool_call(std::string_view text, ToolCallFormat format) {
-  const std::string_view t = trim(text);
-  if (t.empty()) return true;
-  static const std::string_view kStarts[] = {"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "{", "[", "```"};
-  for (std::string_view s : kStarts) {
-    if (t.starts_with(s) || s.starts_with(t)) return true;
-  }
-  // Hermes and Mistral models may write some text before the call tag.
-  if (format == ToolCallFormat::kHermes) return t.find("<tool_call>") != std::string_view::npos || t.find('<') != std::string_view::npos;
-  if (format == ToolCallFormat::kMistral) return t.find("[TOOL_CALLS]") != std::string_view::npos;
-  return false;
 }
 
 }  // namespace tessera::server

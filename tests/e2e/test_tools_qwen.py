@@ -2,10 +2,11 @@
 template, rendered by tessera's Jinja engine), with the official openai client, greedy:
 
 - a weather-style request returns a parsed tool call (known function, JSON-object arguments);
-- the streamed variant (delta.tool_calls: name first, then argument fragments) reassembles to the
-  same call;
+- the streamed variant sends delta.tool_calls as the model generates them: the name (with id,
+  type, arguments "") once complete, then the arguments in fragments, token by token, which
+  concatenate to exactly the non-streamed call's arguments;
 - a follow-up carrying the tool result gets a plain answer;
-- tool_choice="none" never returns calls.
+- tool_choice="none" never returns calls;
 
 Skips when the model file is absent (scripts/fetch_models.sh installs it). One server for the
 module, short max_tokens: bounded time on a small CPU.
@@ -32,6 +33,18 @@ TOOLS = [{
     },
 }]
 QUESTION = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+GREETING = [{"role": "user", "content": "Hello! Who are you?"}]
+GET_TIME = {
+    "type": "function",
+    "function": {
+        "name": "get_time",
+        "description": "Get the current time in a time zone",
+        "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]},
+    },
+}
+# Greedy outputs of the Q4_K_M file, pinned.
+PARIS_ARGS = '{"city": "Paris"}'
+PARIS_FRAGMENTS = ['{"', 'city', '":', ' "', 'Paris', '"}']
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +63,22 @@ def qwen():
 
 
 def ask(client, messages, **kw):
-    return client.chat.completions.create(model="smol", messages=messages, tools=TOOLS, temperature=0,
+    return client.chat.completions.create(model="smol", messages=messages, tools=kw.pop("tools", TOOLS), temperature=0,
                                           max_tokens=kw.pop("max_tokens", 64), **kw)
+
+
+def streamed(client, messages, **kw):
+    """(chunks' tool_calls deltas in order, concatenated content, finish_reason)."""
+    deltas, content, finish = [], "", None
+    for chunk in ask(client, messages, stream=True, **kw):
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        content += d.content or ""
+        for tc in d.tool_calls or []:
+            deltas.append(tc)
+        finish = chunk.choices[0].finish_reason or finish
+    return deltas, content, finish
 
 
 def test_tool_call_parsed(qwen):
@@ -60,28 +87,23 @@ def test_tool_call_parsed(qwen):
     assert choice.finish_reason == "tool_calls", choice
     call = choice.message.tool_calls[0]
     assert call.type == "function" and call.function.name == "get_weather"
-    args = json.loads(call.function.arguments)
-    assert isinstance(args, dict) and "paris" in args.get("city", "").lower()
+    assert call.function.arguments == PARIS_ARGS  # the model's own bytes
+    assert choice.message.content is None
 
 
 def test_streamed_call_reassembles(qwen):
     whole = ask(qwen, QUESTION).choices[0].message.tool_calls[0]
-    names, args, finish = {}, {}, None
-    for chunk in ask(qwen, QUESTION, stream=True):
-        if not chunk.choices:
-            continue
-        d = chunk.choices[0].delta
-        for tc in d.tool_calls or []:
-            if tc.function and tc.function.name:
-                assert tc.index not in args, "the name comes first, once"
-                names[tc.index] = tc.function.name
-                args[tc.index] = ""
-            if tc.function and tc.function.arguments:
-                args[tc.index] += tc.function.arguments
-        finish = chunk.choices[0].finish_reason or finish
-    assert finish == "tool_calls"
-    assert names[0] == whole.function.name
-    assert json.loads(args[0]) == json.loads(whole.function.arguments)
+    deltas, content, finish = streamed(qwen, QUESTION)
+    assert finish == "tool_calls" and content == ""
+    head, rest = deltas[0], deltas[1:]
+    # The name first, once, with the id and type, as soon as it is complete.
+    assert (head.index, head.type, head.function.name, head.function.arguments) == (0, "function", "get_weather", "")
+    assert head.id and head.id.startswith("call_")
+    # Then the arguments as the model writes them: one fragment a token (pinned), more than one chunk.
+    assert all(d.index == 0 and d.id is None and d.function.name is None for d in rest)
+    fragments = [d.function.arguments for d in rest]
+    assert fragments == PARIS_FRAGMENTS and len(fragments) > 1
+    assert "".join(fragments) == whole.function.arguments
 
 
 def test_follow_up_with_tool_result(qwen):
@@ -105,3 +127,4 @@ def test_tool_choice_none_never_calls(qwen):
     for chunk in ask(qwen, QUESTION, tool_choice="none", max_tokens=32, stream=True):
         if chunk.choices:
             assert not chunk.choices[0].delta.tool_calls
+
