@@ -7,6 +7,8 @@ template, rendered by tessera's Jinja engine), with the official openai client, 
   concatenate to exactly the non-streamed call's arguments;
 - a follow-up carrying the tool result gets a plain answer;
 - tool_choice="none" never returns calls;
+- tool_choice="required" and a named function (grammar-enforced) always return a parsed call to an
+  allowed function, even for a prompt that asks for none.
 
 Skips when the model file is absent (scripts/fetch_models.sh installs it). One server for the
 module, short max_tokens: bounded time on a small CPU.
@@ -128,3 +130,30 @@ def test_tool_choice_none_never_calls(qwen):
         if chunk.choices:
             assert not chunk.choices[0].delta.tool_calls
 
+
+@pytest.mark.parametrize("messages", [QUESTION, GREETING], ids=["weather", "greeting"])
+def test_tool_choice_required_always_calls(qwen, messages):
+    r = ask(qwen, messages, tools=TOOLS + [GET_TIME], tool_choice="required")
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert [(c.function.name, c.function.arguments) for c in choice.message.tool_calls] == [("get_weather", PARIS_ARGS)]
+    json.loads(choice.message.tool_calls[0].function.arguments)
+
+
+def test_tool_choice_required_streamed(qwen):
+    deltas, content, finish = streamed(qwen, QUESTION, tools=TOOLS + [GET_TIME], tool_choice="required")
+    assert finish == "tool_calls" and content == ""
+    assert deltas[0].function.name == "get_weather"
+    assert [d.function.arguments for d in deltas[1:]] == PARIS_FRAGMENTS
+
+
+@pytest.mark.parametrize("messages,args", [(QUESTION, '{"timezone": "Europe/Paris"}'), (GREETING, '{"timezone": "UTC"}')],
+                         ids=["weather", "greeting"])
+def test_tool_choice_named_calls_that_function(qwen, messages, args):
+    # The named function, not the one the question suggests (get_weather), and not prose.
+    named = {"type": "function", "function": {"name": "get_time"}}
+    r = ask(qwen, messages, tools=TOOLS + [GET_TIME], tool_choice=named)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    assert [(c.function.name, c.function.arguments) for c in choice.message.tool_calls] == [("get_time", args)]
+    assert isinstance(json.loads(args), dict)
