@@ -5,7 +5,6 @@
 
 #include "cli/commands.h"
 #include "cli/offline_bench.h"
-#include "server/server_main.h"
 
 namespace tessera::cli {
 
@@ -18,7 +17,7 @@ int bench_main(int argc, char** argv) {
   }
   if (mode == "serve") {
     argv[1] = name.data();
-    return server::bench_serve_main(argc - 1, argv + 1);
+    return bench_serve_main(argc - 1, argv + 1);
   }
   std::fprintf(stderr,
                "usage: tessera bench throughput [flags]   offline throughput, TTFT, TPOT, batch occupancy\n"

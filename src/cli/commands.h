@@ -4,8 +4,16 @@
 namespace tessera::cli {
 
 int run_main(int argc, char** argv);       // tessera run: one prompt, streamed to the terminal
+// tessera serve: creates the Engine (Engine::create) and serves the OpenAI API (server/HttpServer)
+// until SIGINT or SIGTERM, then drains (in-flight requests finish within --shutdown-grace, the rest
+// are aborted) and exits 0. Defaults: the default model on 127.0.0.1:8000. Exit 1 on bad flags or a
+// model that fails to load, 2 when the address cannot be bound.
+int serve_main(int argc, char** argv);
 int tokenize_main(int argc, char** argv);  // tessera tokenize
 int bench_main(int argc, char** argv);     // tessera bench throughput|sweep|serve
+// tessera bench serve: load generator for any OpenAI-compatible server (needs no engine). Exit 0
+// when every requested rate ran (failed requests are counted, not fatal).
+int bench_serve_main(int argc, char** argv);
 int quantize_main(int argc, char** argv);  // tessera quantize IN OUT TYPE
 int kv_plan_main(int argc, char** argv);   // tessera kv-plan (kv/ math; --model reads a GGUF)
 

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "server/server_main.h"
 
 namespace {
 
@@ -31,7 +30,7 @@ int main(int argc, char** argv) {
   std::string name = std::string("tessera ") + cmd;
   argv[1] = name.data();
   if (cmd == "run") return tessera::cli::run_main(argc - 1, argv + 1);
-  if (cmd == "serve") return tessera::server::serve_main(argc - 1, argv + 1);
+  if (cmd == "serve") return tessera::cli::serve_main(argc - 1, argv + 1);
   if (cmd == "bench") return tessera::cli::bench_main(argc - 1, argv + 1);
   if (cmd == "kv-plan") return tessera::cli::kv_plan_main(argc - 1, argv + 1);
   if (cmd == "tokenize") return tessera::cli::tokenize_main(argc - 1, argv + 1);

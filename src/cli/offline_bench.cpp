@@ -8,13 +8,11 @@
 #include <fstream>
 #include <random>
 
-#include "server/engine_flags.h"
+#include "cli/engine_flags.h"
 #include "util/timer.h"
 
 namespace tessera::cli {
 
-using server::add_engine_flags;
-using server::finish_engine_flags;
 
 namespace {
 

@@ -8,14 +8,12 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "server/engine_flags.h"
+#include "cli/engine_flags.h"
 #include "util/op_profile.h"
 #include "util/timer.h"
 
 namespace tessera::cli {
 
-using server::add_engine_flags;
-using server::finish_engine_flags;
 
 namespace {
 

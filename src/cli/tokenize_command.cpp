@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "server/default_model.h"
+#include "cli/default_model.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,7 +25,7 @@ int tokenize_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (model.empty()) model = server::find_default_model();
+  if (model.empty()) model = find_default_model();
   auto file = gguf::GgufFile::open(model);
   if (!file) {
     std::fprintf(stderr, "tessera tokenize: error: %s\n", file.error().message.c_str());

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tessera::server {
+namespace tessera::cli {
 
 struct LoadConfig {
   std::string base_url = "http://127.0.0.1:8000";
@@ -84,4 +84,4 @@ std::vector<RequestRecord> run_load(const LoadConfig& config, const std::vector<
 // GET /v1/models -> the first model id ("" on failure).
 std::string discover_model(const LoadConfig& config);
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "server/load_gen.h"
-#include "server/server_main.h"
+#include "cli/commands.h"
+#include "cli/load_gen.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -163,4 +163,4 @@ int bench_serve_main(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

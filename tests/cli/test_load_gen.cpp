@@ -6,10 +6,10 @@
 #include <cmath>
 #include <numeric>
 
-#include "server/load_gen.h"
+#include "cli/load_gen.h"
 #include "server_fixture.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 namespace {
 
 TEST(LoadGen, DatasetIsSeededWithLengthsAndSharedPrefixes) {
@@ -161,4 +161,4 @@ TEST(LoadGen, ExtraBodyIsMergedLastIntoEveryRequest) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera::cli

@@ -15,13 +15,13 @@
 #include <fstream>
 #include <thread>
 
-#include "server/engine_flags.h"
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "server/http_server.h"
-#include "server/server_main.h"
 #include "tessera/engine.h"
 #include "util/log.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -33,7 +33,7 @@ int serve_main(int argc, char** argv) {
                "/health, /metrics, /tokenize, /detokenize"};
   app.name(argc > 0 ? argv[0] : "tessera serve");
   EngineConfig ec;
-  ServerConfig sc;
+  server::ServerConfig sc;
   std::string kv_cache_text;
   int32_t shutdown_grace_s = 10;
   int32_t max_n = sc.limits.max_n;
@@ -93,7 +93,7 @@ int serve_main(int argc, char** argv) {
     std::fprintf(stderr, "tessera serve: %s\n", engine.error().message.c_str());
     return 1;
   }
-  HttpServer server(*engine.value(), sc);
+  server::HttpServer server(*engine.value(), sc);
   Result<int> port = server.bind();
   if (!port.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", port.error().message.c_str());
@@ -147,4 +147,4 @@ int serve_main(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

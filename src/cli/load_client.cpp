@@ -7,9 +7,9 @@
 #include <mutex>
 #include <thread>
 
-#include "server/load_gen.h"
+#include "cli/load_gen.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 namespace {
 
 using json = nlohmann::json;
@@ -157,4 +157,4 @@ std::vector<RequestRecord> run_load(const LoadConfig& c, const std::vector<Bench
   return records;
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

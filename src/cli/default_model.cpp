@@ -1,10 +1,10 @@
-#include "server/default_model.h"
+#include "cli/default_model.h"
 
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
 
-namespace tessera::server {
+namespace tessera::cli {
 
 namespace fs = std::filesystem;
 
@@ -37,4 +37,4 @@ std::string find_default_model() {
   return {};
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

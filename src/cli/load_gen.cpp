@@ -1,12 +1,12 @@
 // Workload, arrivals and statistics of the load generator (no network here; see load_client.cpp).
-#include "server/load_gen.h"
+#include "cli/load_gen.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 
-namespace tessera::server {
+namespace tessera::cli {
 namespace {
 
 // Plain English words: every tokenizer splits them into few tokens.
@@ -149,4 +149,4 @@ nlohmann::json summarize(const std::vector<RequestRecord>& records, double durat
   return out;
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

@@ -1,9 +1,9 @@
-#include "server/engine_flags.h"
+#include "cli/engine_flags.h"
 
-#include "server/default_model.h"
+#include "cli/default_model.h"
 #include "util/byte_size.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 
 void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text) {
   app.add_option("-m,--model", c.model_path, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
@@ -47,4 +47,4 @@ std::string finish_engine_flags(EngineConfig& c, const std::string& kv_cache_tex
   return {};
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

@@ -7,10 +7,10 @@
 
 #include "tessera/engine.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 
 void add_engine_flags(CLI::App& app, EngineConfig& config, std::string& kv_cache_text);
 // Fills defaults that need the flags' values (default model, KV budget text). Error text on failure.
 std::string finish_engine_flags(EngineConfig& config, const std::string& kv_cache_text);
 
-}  // namespace tessera::server
+}  // namespace tessera::cli

@@ -2,9 +2,9 @@
 // GiB = 2^30, GB = 10^9, bare G = 2^30, and bad sizes are refused with the parser's message.
 #include <gtest/gtest.h>
 
-#include "server/engine_flags.h"
+#include "cli/engine_flags.h"
 
-namespace tessera::server {
+namespace tessera::cli {
 namespace {
 
 // Parses `--kv-cache TEXT` as `tessera serve` does; returns finish_engine_flags' error text.
@@ -35,4 +35,4 @@ TEST(EngineFlags, KvCacheSizesHaveOneMeaning) {
 }
 
 }  // namespace
-}  // namespace tessera::server
+}  // namespace tessera::cli
