@@ -22,7 +22,9 @@ constexpr ErrorRow kErrorTable[] = {
     {ErrorType::kNotFound, 404, "not_found_error", nullptr},
     {ErrorType::kModelNotFound, 404, "invalid_request_error", "model_not_found"},
     {ErrorType::kMethodNotAllowed, 405, "invalid_request_error", "method_not_allowed"},
+    {ErrorType::kRequestTimeout, 408, "invalid_request_error", "request_timeout"},
     {ErrorType::kPayloadTooLarge, 413, "invalid_request_error", "payload_too_large"},
+    {ErrorType::kHeaderTooLarge, 431, "invalid_request_error", "request_header_fields_too_large"},
     {ErrorType::kRateLimit, 429, "rate_limit_error", "too_many_requests"},
     {ErrorType::kInternal, 500, "server_error", nullptr},
     // A known parameter this server cannot honor: the client's request is what must change, so it
@@ -35,7 +37,10 @@ const ErrorRow& row(ErrorType type) {
   for (const ErrorRow& r : kErrorTable) {
     if (r.type == type) return r;
   }
-  return kErrorTable[8];  // kInternal
+  for (const ErrorRow& r : kErrorTable) {
+    if (r.type == ErrorType::kInternal) return r;
+  }
+  return kErrorTable[0];
 }
 
 }  // namespace

@@ -17,7 +17,9 @@ enum class ErrorType {
   kNotFound,          // 404: unknown route
   kModelNotFound,     // 404: request names a model this server does not serve
   kMethodNotAllowed,  // 405
+  kRequestTimeout,    // 408: the body did not arrive within its deadline
   kPayloadTooLarge,   // 413: body over --max-body-bytes
+  kHeaderTooLarge,    // 431: request headers over their size or count limit
   kRateLimit,         // 429: too many queued requests
   kInternal,          // 500: the engine failed this request
   kNotImplemented,    // 400 unsupported_parameter: a known field this server cannot honor

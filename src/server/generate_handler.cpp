@@ -2,14 +2,13 @@
 //
 //   body --parse_generate_request--> GenerateSpec --prepare--> prompt ids (tokenized, checked
 //   against vocab and context) --Engine::submit (one request per prompt, n samples each)-->
-//   RequestStreams --> one JSON body, or SSE chunks pulled by httplib's chunked content provider.
+//   RequestStreams --> one JSON body, or SSE chunks written through the Responder.
 //
-// Streaming: the provider pulls engine events with a short timeout, writes them as chunks, and
-// writes an SSE comment after keep_alive_interval_ms of silence. A failed write (client gone)
-// aborts every engine request of this HTTP request, so its KV blocks are freed between steps;
-// the releaser aborts too when httplib ends the stream early for any reason.
-#include <httplib.h>
-
+// Runs on a worker thread (never an I/O thread). Streaming pulls engine events with a short
+// timeout, writes them as chunks, and writes an SSE comment after keep_alive_interval_ms of
+// silence. Whenever the client is gone (the connection saw EOF while the request ran, or a write
+// failed) every engine request of this HTTP request is aborted, so its KV blocks are freed
+// between steps: non-streaming requests too, checked at every poll (stream_poll_ms).
 #include <chrono>
 #include <memory>
 #include <random>
@@ -201,28 +200,31 @@ std::optional<ApiError> submit_all(Job& job, Prepared& prepared) {
   return std::nullopt;
 }
 
-void run_to_completion(Job& job, httplib::Response& res) {
+// Counts a client that went away and aborts what it asked for.
+void abandon(Job& job) {
+  job.state.num_client_disconnects.fetch_add(1);
+  job.abort_all();
+}
+
+void run_to_completion(Job& job, Responder& out) {
   const auto poll = std::chrono::milliseconds(job.state.config.stream_poll_ms);
   for (size_t i = 0; i < job.streams.size(); ++i) {
     while (!job.prompt_done(i)) {
+      if (out.client_gone()) return abandon(job);  // nobody to answer: free the engine's work now
       if (job.state.stopping.load()) {
         job.abort_all();
-        set_error(res, ApiError{ErrorType::kUnavailable, "The server is shutting down", ""});
-        return;
+        return out.respond(error_response({ErrorType::kUnavailable, "The server is shutting down", ""}));
       }
       if (std::optional<RequestOutput> ev = job.pull(i, poll)) job.record(i, *ev);
     }
   }
   if (job.failure) {
     job.abort_all();
-    set_error(res, *job.failure);
-    return;
+    return out.respond(error_response(*job.failure));
   }
-  const std::string body = job.spec.kind == ApiKind::kChat
-                               ? chat_response(job.meta, job.choices, job.usage(), job.spec, job.token_text(), &job.shaping)
-                               : completion_response(job.meta, job.choices, job.usage(), job.spec, job.token_text());
-  res.status = 200;
-  res.set_content(body, "application/json");
+  out.respond(json_response(job.spec.kind == ApiKind::kChat
+                                ? chat_response(job.meta, job.choices, job.usage(), job.spec, job.token_text(), &job.shaping)
+                                : completion_response(job.meta, job.choices, job.usage(), job.spec, job.token_text())));
 }
 
 // The chunks for one event of one choice.
@@ -264,8 +266,13 @@ std::string event_chunks(Job& job, const ChoiceState& before, size_t text_before
                                     before.prefix.size() + text_before, token_text));
 }
 
-// One call of httplib's chunked content provider. Returns false to end the stream early.
-bool provide(Job& job, httplib::DataSink& sink) {
+// One round of the stream: what is ready (or a keep-alive comment after silence) goes out.
+// Returns false once the stream has ended (answered, failed, or the client gone).
+bool stream_round(Job& job, Responder& out_to) {
+  if (out_to.client_gone()) {
+    abandon(job);
+    return false;
+  }
   std::string out;
   if (!job.started) {
     job.started = true;
@@ -287,9 +294,9 @@ bool provide(Job& job, httplib::DataSink& sink) {
     }
     out += kSseDone;
     job.completed = true;
-    const bool ok = sink.write(out.data(), out.size());
-    sink.done();
-    return ok;
+    out_to.write(std::move(out));
+    out_to.end_stream();
+    return false;
   } else {
     size_t num_open = 0;
     for (size_t i = 0; i < job.streams.size(); ++i) num_open += job.prompt_done(i) ? 0 : 1;
@@ -312,13 +319,12 @@ bool provide(Job& job, httplib::DataSink& sink) {
   }
   const auto now = Clock::now();
   if (out.empty() && now - job.last_write < std::chrono::milliseconds(job.state.config.keep_alive_interval_ms)) {
-    return true;  // nothing yet; httplib calls again
+    return true;  // nothing yet
   }
   if (out.empty()) out = ": keep-alive\n\n";  // SSE comment: ignored by clients, detects gone ones
   job.last_write = now;
-  if (!sink.write(out.data(), out.size())) {
-    job.state.num_client_disconnects.fetch_add(1);
-    job.abort_all();
+  if (!out_to.write(std::move(out))) {
+    abandon(job);
     return false;
   }
   return true;
@@ -331,50 +337,49 @@ std::string ServerState::make_response_id(const char* prefix) {
   return fmt::format("{}-{:016x}", prefix, x);
 }
 
-void handle_generate(ServerState& state, ApiKind kind, const httplib::Request& req, httplib::Response& res) {
+void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, Responder& out) {
   GenerateSpec spec;
-  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec)) return set_error(res, *e);
+  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec)) return out.respond(error_response(*e));
   if (!spec.model.empty() && spec.model != state.config.served_model_name) {
-    return set_error(res, ApiError{ErrorType::kModelNotFound,
-                                   fmt::format("The model `{}` does not exist. This server serves `{}`.",
-                                               spec.model, state.config.served_model_name),
-                                   "model"});
+    return out.respond(error_response({ErrorType::kModelNotFound,
+                                       fmt::format("The model `{}` does not exist. This server serves `{}`.",
+                                                   spec.model, state.config.served_model_name),
+                                       "model"}));
   }
   if (state.draining.load()) {
-    return set_error(res, ApiError{ErrorType::kUnavailable, "The server is shutting down", ""});
+    return out.respond(error_response({ErrorType::kUnavailable, "The server is shutting down", ""}));
   }
   if (state.num_in_flight.fetch_add(1) >= state.config.max_queued_requests) {
     state.num_in_flight.fetch_sub(1);
-    return set_error(res, ApiError{ErrorType::kRateLimit,
-                                   fmt::format("Too many requests in flight (limit {}); retry later",
-                                               state.config.max_queued_requests),
-                                   ""});
+    return out.respond(error_response({ErrorType::kRateLimit,
+                                       fmt::format("Too many requests in flight (limit {}); retry later",
+                                                   state.config.max_queued_requests),
+                                       ""}));
   }
   // From here the slot is owned by the Job (released when the Job dies).
-  auto job = std::make_shared<Job>(state, std::move(spec));
+  Job job(state, std::move(spec));
   Prepared prepared;
-  if (auto e = prepare(state.engine, job->spec, &prepared)) return set_error(res, *e);
+  if (auto e = prepare(state.engine, job.spec, &prepared)) return out.respond(error_response(*e));
   const std::string rendered_prompt = kind == ApiKind::kChat ? prepared.prompt_texts[0] : std::string();
-  if (auto e = submit_all(*job, prepared)) return set_error(res, *e);
-  job->meta = ResponseMeta{state.make_response_id(kind == ApiKind::kChat ? "chatcmpl" : "cmpl"),
-                           std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch()).count(),
-                           state.config.served_model_name};
+  if (out.client_gone()) return;  // left while the prompt was tokenized: nothing to submit
+  if (auto e = submit_all(job, prepared)) return out.respond(error_response(*e));
+  job.meta = ResponseMeta{state.make_response_id(kind == ApiKind::kChat ? "chatcmpl" : "cmpl"),
+                          std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count(),
+                          state.config.served_model_name};
   if (kind == ApiKind::kChat) {
-    job->shaping = chat_shaping(job->spec.chat, rendered_prompt, job->meta.id);
-    for (const ChoiceState& c : job->choices) job->shapers.emplace_back(job->shaping, c.index);
+    job.shaping = chat_shaping(job.spec.chat, rendered_prompt, job.meta.id);
+    for (const ChoiceState& c : job.choices) job.shapers.emplace_back(job.shaping, c.index);
   }
-  if (!job->spec.stream) return run_to_completion(*job, res);
+  if (!job.spec.stream) return run_to_completion(job, out);
 
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [job](size_t /*offset*/, httplib::DataSink& sink) { return provide(*job, sink); },
-      [job](bool /*success*/) {
-        if (!job->completed) job->abort_all();  // ended early: the engine must not keep it
-      });
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  out.begin_stream(head);
+  while (stream_round(job, out)) {
+  }
+  if (!job.completed) job.abort_all();  // ended early: the engine must not keep it
 }
 
 }  // namespace tessera::server

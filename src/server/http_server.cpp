@@ -1,265 +1,121 @@
-// Routing, authentication, limits and the small endpoints; the generate flow is in
-// generate_handler.cpp. See http_server.h for the contract.
+// The server's life: the listening socket, the I/O threads that run every connection
+// (http_connection.cpp), the worker pool that runs handlers which may block, the registry of open
+// connections, and the drain. Routing is in routes.cpp, the generate flow in generate_handler.cpp.
 #include "server/http_server.h"
 
-#include <httplib.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <filesystem>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <condition_variable>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
-#include "server/protocol_response.h"
+#include "server/http_connection.h"
 #include "server/server_state.h"
+#include "server/worker_pool.h"
 #include "util/log.h"
 
 namespace tessera::server {
-namespace {
 
-using json = nlohmann::json;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
 
-// Compares without an early exit, so the key cannot be found byte by byte from timings.
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-void set_json(httplib::Response& res, const json& body) {
-  res.status = 200;
-  res.set_content(dump_json(body), "application/json");
-}
-
-json model_card(const ServerState& state) {
-  const ModelInfo& info = state.engine.model_info();
-  return json{{"id", state.config.served_model_name}, {"object", "model"}, {"created", 0},
-              {"owned_by", "tessera"},
-              // The file name only: the absolute path tells clients about the host's layout.
-              {"root", std::filesystem::path(info.path).filename().string()}, {"max_model_len", info.context_length}};
-}
-
-// NOTE(server): the packaged cpp-httplib listens with a backlog of 5. Under a burst of connections
-// (64 clients at once) the accept queue overflows and clients see reset connections, so the
-// bound socket is put back into listen() with a real backlog (Linux updates it in place).
-class Listener : public httplib::Server {
- public:
-  bool widen_backlog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
-  // Closes a bound socket whose accept loop never ran (httplib's stop() only stops a running one).
-  void close_unused_socket() {
-    const int fd = svr_sock_.exchange(-1);
-    if (fd >= 0) {
-      ::shutdown(fd, SHUT_RDWR);
-      ::close(fd);
-    }
-  }
-};
-
-}  // namespace
-
-void set_error(httplib::Response& res, const ApiError& error) {
-  res.status = http_status(error.type);
-  res.set_content(error_body(error), "application/json");
-}
-
-struct HttpServer::Impl {
+struct HttpServer::Impl final : ConnectionHost {
   ServerState state;
-  Listener http;
+  ConnectionLimits limits;
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  net::steady_timer accept_retry{ioc};
   int bound_port = -1;
-  std::mutex listen_mu;                  // orders listen() against stop()
-  std::atomic<bool> listen_active{false};  // listen() is inside (or about to enter) the accept loop
 
-  Impl(Engine& engine, ServerConfig config) : state(engine, std::move(config)) {
+  std::mutex conns_mu;
+  std::condition_variable conns_cv;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;
+
+  std::mutex life_mu;  // orders listen() against stop()
+  std::condition_variable life_cv;
+  bool listening = false;  // listen() is running the I/O threads
+  bool stopped = false;
+
+  // Declared last: destroyed first, so no task outlives the state and connections it uses.
+  WorkerPool pool;
+
+  Impl(Engine& engine, ServerConfig config)
+      : state(engine, std::move(config)), pool(static_cast<size_t>(std::max(2, state.config.num_http_threads))) {
     state.id_salt = std::random_device{}() * 0x100000001B3ull ^ std::random_device{}();
-    const size_t num_threads = static_cast<size_t>(std::max(2, state.config.num_http_threads));
-    http.new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
-    http.set_payload_max_length(state.config.max_body_bytes);
-    http.set_keep_alive_timeout(5);
-    http.set_read_timeout(30);
-    http.set_write_timeout(30);
-    install_routes();
+    limits.max_body_bytes = state.config.max_body_bytes;
+    limits.header_timeout = std::chrono::milliseconds(state.config.header_timeout_ms);
   }
 
-  // Returns Handled (with the error set) when the request may not proceed.
-  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
-    state.num_http_requests.fetch_add(1);
-    const bool open_route = req.path == "/health" || (req.path == "/metrics" && state.config.metrics_without_key);
-    if (!state.config.api_key.empty() && !open_route) {
-      const std::string auth = req.get_header_value("Authorization");
-      const std::string want = "Bearer " + state.config.api_key;
-      if (auth.empty() || !constant_time_equal(auth, want)) {
-        set_error(res, ApiError{ErrorType::kAuthentication,
-                                auth.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
-                                             : "Incorrect API key provided",
-                                ""});
-        return httplib::Server::HandlerResponse::Handled;
+  void accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
+      if (!acceptor.is_open() || ec == net::error::operation_aborted) return;
+      if (ec) {
+        // Out of file descriptors (or another transient failure): back off instead of spinning.
+        TESSERA_LOG_WARN("server: accept failed: {}", ec.message());
+        accept_retry.expires_after(std::chrono::milliseconds(50));
+        accept_retry.async_wait([this](error_code) {
+          if (acceptor.is_open()) accept();
+        });
+        return;
       }
+      auto connection = std::make_shared<Connection>(std::move(socket), limits, *this);
+      {
+        std::lock_guard<std::mutex> lock(conns_mu);
+        conns.emplace(connection.get(), connection);
+      }
+      connection->start();
+      accept();
+    });
+  }
+
+  // ConnectionHost
+  void on_request(const std::shared_ptr<Connection>& connection, HttpRequest request) override {
+    Routed routed = route(state, request);
+    if (routed.now) return connection->respond(std::move(*routed.now));
+    auto task = [connection, request = std::move(request), handler = std::move(routed.later)] {
+      handler(request, *connection);
+    };
+    if (state.stopping.load() || !pool.post(std::move(task))) {
+      connection->respond(error_response({ErrorType::kUnavailable, "The server is shutting down", ""}));
     }
-    return httplib::Server::HandlerResponse::Unhandled;
   }
-
-  void install_routes() {
-    http.set_pre_routing_handler(
-        [this](const httplib::Request& req, httplib::Response& res) { return pre_route(req, res); });
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle_generate(state, ApiKind::kCompletion, req, res);
-    });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      handle_generate(state, ApiKind::kChat, req, res);
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      set_json(res, json{{"object", "list"}, {"data", json::array({model_card(state)})}});
-    });
-    http.Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
-      const std::string id = req.matches[1];
-      if (id != state.config.served_model_name) {
-        return set_error(res, ApiError{ErrorType::kModelNotFound,
-                                       fmt::format("The model `{}` does not exist.", id), "model"});
-      }
-      set_json(res, model_card(state));
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      if (state.draining.load()) {
-        return set_error(res, ApiError{ErrorType::kUnavailable, "The server is shutting down", ""});
-      }
-      set_json(res, json{{"status", "ok"}});
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.status = 200;
-      res.set_content(render_prometheus(state.engine.metrics(), counters(), state.config.served_model_name),
-                      "text/plain; version=0.0.4; charset=utf-8");
-    });
-    http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
-    http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
-      apply_template(req, res);
-    });
-    http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-      detokenize(req, res);
-    });
-    // Known paths with the wrong method: 405, not 404.
-    for (const char* path : {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}) {
-      http.Get(path, [this](const httplib::Request& req, httplib::Response& res) { wrong_method(req, res); });
+  void on_response(int status) override {
+    if (status >= 500) {
+      state.num_errors_5xx.fetch_add(1);
+    } else if (status >= 400) {
+      state.num_errors_4xx.fetch_add(1);
     }
-    for (const char* path : {"/v1/models", "/health", "/metrics"}) {
-      http.Post(path, [this](const httplib::Request& req, httplib::Response& res) { wrong_method(req, res); });
+  }
+  bool draining() const override { return state.draining.load(); }
+  void on_closed(Connection* connection) override {
+    std::lock_guard<std::mutex> lock(conns_mu);
+    conns.erase(connection);
+    conns_cv.notify_all();
+  }
+
+  std::vector<std::shared_ptr<Connection>> open_connections() {
+    std::vector<std::shared_ptr<Connection>> out;
+    std::lock_guard<std::mutex> lock(conns_mu);
+    for (auto& [ptr, weak] : conns) {
+      if (auto c = weak.lock()) out.push_back(std::move(c));
     }
-    http.set_error_handler(httplib::Server::HandlerWithResponse(
-        [this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // already ours
-      if (res.status == 413) {
-        set_error(res, ApiError{ErrorType::kPayloadTooLarge,
-                                fmt::format("Request body too large (limit {} bytes)", state.config.max_body_bytes),
-                                ""});
-      } else if (res.status == 404) {
-        set_error(res, ApiError{ErrorType::kNotFound,
-                                fmt::format("Unknown route: {} {}", req.method, req.path), ""});
-      } else {
-        const int status = res.status;
-        set_error(res, ApiError{status >= 500 ? ErrorType::kInternal : ErrorType::kInvalidRequest,
-                                fmt::format("HTTP error {}", status), ""});
-        res.status = status;
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      set_error(res, ApiError{ErrorType::kInternal, "Internal server error: " + what, ""});
-    });
-    http.set_logger([this](const httplib::Request&, const httplib::Response& res) {
-      if (res.status >= 500) state.num_errors_5xx.fetch_add(1);
-      else if (res.status >= 400) state.num_errors_4xx.fetch_add(1);
-    });
+    return out;
   }
 
-  void wrong_method(const httplib::Request& req, httplib::Response& res) {
-    set_error(res, ApiError{ErrorType::kMethodNotAllowed,
-                            fmt::format("Method {} is not allowed on {}", req.method, req.path), ""});
-  }
-
-  std::optional<ApiError> check_model(const std::string& model) const {
-    if (model.empty() || model == state.config.served_model_name) return std::nullopt;
-    return ApiError{ErrorType::kModelNotFound, fmt::format("The model `{}` does not exist.", model), "model"};
-  }
-
-  void tokenize(const httplib::Request& req, httplib::Response& res) {
-    TokenizeSpec spec;
-    if (auto e = parse_tokenize_request(req.body, state.config.limits, &spec)) return set_error(res, *e);
-    if (auto e = check_model(spec.model)) return set_error(res, *e);
-    const Engine& engine = state.engine;
-    const ModelInfo& info = engine.model_info();
-    std::vector<int32_t> ids;
-    if (spec.messages.empty()) {
-      ids = engine.tokenize(spec.prompt, spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
-    } else {
-      Result<std::string> text = engine.apply_chat_template(spec.messages, true);
-      if (!text.ok()) return set_error(res, from_engine_error(text.error()));
-      // As the generate path does: the model's BOS, never twice.
-      ids = engine.tokenize(text.value(), spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
-      if (ids.size() >= 2 && info.bos_id >= 0 && ids[0] == info.bos_id && ids[1] == info.bos_id) {
-        ids.erase(ids.begin());
-      }
-    }
-    set_json(res, json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", info.context_length}});
-  }
-
-  // What the model is fed for a chat request: the body of /v1/chat/completions (messages, tools,
-  // tool_choice, chat_template_kwargs...) -> {"prompt": the rendered template, "tokens": its ids}.
-  void apply_template(const httplib::Request& req, httplib::Response& res) {
-    GenerateSpec spec;
-    if (auto e = parse_generate_request(ApiKind::kChat, req.body, state.config.limits, &spec)) return set_error(res, *e);
-    if (auto e = check_model(spec.model)) return set_error(res, *e);
-    const Engine& engine = state.engine;
-    const ModelInfo& info = engine.model_info();
-    ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
-                            spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
-    Result<std::string> text = engine.render_chat(input);
-    if (!text.ok()) {
-      ApiError e = from_engine_error(text.error());
-      e.message = "Cannot apply the chat template: " + e.message;
-      e.param = "messages";
-      if (e.type == ErrorType::kInternal) e.type = ErrorType::kInvalidRequest;
-      return set_error(res, e);
-    }
-    std::vector<int32_t> ids = engine.tokenize(text.value(), info.add_bos, /*parse_special=*/true);
-    if (ids.size() >= 2 && info.bos_id >= 0 && ids[0] == info.bos_id && ids[1] == info.bos_id) ids.erase(ids.begin());
-    set_json(res, json{{"prompt", text.value()}, {"tokens", ids}, {"count", ids.size()}});
-  }
-
-  void detokenize(const httplib::Request& req, httplib::Response& res) {
-    DetokenizeSpec spec;
-    if (auto e = parse_detokenize_request(req.body, &spec)) return set_error(res, *e);
-    if (auto e = check_model(spec.model)) return set_error(res, *e);
-    const int32_t vocab = state.engine.model_info().vocab_size;
-    for (int32_t id : spec.tokens) {
-      if (id >= vocab) {
-        return set_error(res, ApiError{ErrorType::kInvalidRequest,
-                                       fmt::format("token id {} is out of range (vocabulary size {})", id, vocab),
-                                       "tokens"});
-      }
-    }
-    set_json(res, json{{"prompt", state.engine.detokenize(spec.tokens)}});
-  }
-
-  ServerCounters counters() const {
-    ServerCounters c;
-    c.num_http_requests = state.num_http_requests.load();
-    c.num_http_errors_4xx = state.num_errors_4xx.load();
-    c.num_http_errors_5xx = state.num_errors_5xx.load();
-    c.num_client_disconnects = state.num_client_disconnects.load();
-    c.num_requests_in_flight = state.num_in_flight.load();
-    return c;
+  // Waits until every connection has closed, up to `deadline`.
+  void wait_for_connections(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(conns_mu);
+    conns_cv.wait_until(lock, deadline, [this] { return conns.empty(); });
   }
 };
 
@@ -273,60 +129,98 @@ HttpServer::HttpServer(Engine& engine, ServerConfig config)
 HttpServer::~HttpServer() { stop(); }
 
 Result<int> HttpServer::bind() {
-  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);  // asio writes with MSG_NOSIGNAL; this covers everything else
   const ServerConfig& c = impl_->state.config;
-  int port = c.port;
-  if (c.port == 0) {
-    port = impl_->http.bind_to_any_port(c.host);
-    if (port <= 0) return make_error(ErrorCode::kIo, "cannot bind {} to any port", c.host);
-  } else if (!impl_->http.bind_to_port(c.host, c.port)) {
-    return make_error(ErrorCode::kIo, "cannot bind {}:{} (in use, or not a local address?)", c.host, c.port);
+  error_code ec;
+  const net::ip::address address = net::ip::make_address(c.host, ec);
+  if (ec) return make_error(ErrorCode::kIo, "cannot bind {}: not an IP address ({})", c.host, ec.message());
+  tcp::acceptor& acceptor = impl_->acceptor;
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(c.port));
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(1024, ec);  // a burst of clients must not overflow the accept queue
+  if (ec) {
+    error_code ignored;
+    acceptor.close(ignored);
+    return make_error(ErrorCode::kIo, "cannot bind {}:{} ({})", c.host, c.port, ec.message());
   }
-  if (!impl_->http.widen_backlog(1024)) TESSERA_LOG_WARN("server: could not widen the listen backlog");
-  impl_->bound_port = port;
-  return port;
+  impl_->bound_port = acceptor.local_endpoint().port();
+  return impl_->bound_port;
 }
 
 void HttpServer::listen() {
-  TESSERA_CHECK(impl_->bound_port > 0, "HttpServer::listen() before bind()");
+  Impl& s = *impl_;
+  TESSERA_CHECK(s.bound_port > 0, "HttpServer::listen() before bind()");
   {
-    std::lock_guard<std::mutex> lock(impl_->listen_mu);
-    if (impl_->state.stopping.load()) return;
-    impl_->listen_active.store(true);
+    std::lock_guard<std::mutex> lock(s.life_mu);
+    if (s.stopped) return;
+    s.listening = true;
   }
-  impl_->http.listen_after_bind();
-  impl_->listen_active.store(false);
+  s.accept();
+  std::vector<std::thread> threads;
+  for (int32_t i = 1; i < std::max(1, s.state.config.num_io_threads); ++i) {
+    threads.emplace_back([&s] { s.ioc.run(); });
+  }
+  s.ioc.run();
+  for (std::thread& t : threads) t.join();
+  std::lock_guard<std::mutex> lock(s.life_mu);
+  s.listening = false;
+  s.life_cv.notify_all();
 }
 
 void HttpServer::shutdown(std::chrono::milliseconds grace) {
-  ServerState& s = impl_->state;
-  s.draining.store(true);
-  s.engine.shutdown(grace);
-  // Let handlers write the last events of what finished or was aborted.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (s.num_in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Impl& s = *impl_;
+  const auto deadline = Clock::now() + grace;
+  s.state.draining.store(true);  // new generate requests and /health: 503 with Retry-After
+  // Idle keep-alive connections and half-sent headers (a trickling client) are closed now; a
+  // request being handled gets its answer with Connection: close.
+  for (const auto& c : s.open_connections()) c->close_if_idle();
+  s.state.engine.shutdown(grace);  // in-flight requests finish until the deadline, the rest abort
+  // Let handlers write the last events of what finished or was aborted (a slow reader is cut at
+  // the end of this, at most half a second).
+  const auto flush_deadline = std::max(Clock::now(), deadline) + std::chrono::milliseconds(500);
+  while (s.state.num_in_flight.load() > 0 && Clock::now() < flush_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   stop();
 }
 
 void HttpServer::stop() {
+  Impl& s = *impl_;
+  bool was_listening = false;
   {
-    std::lock_guard<std::mutex> lock(impl_->listen_mu);
-    impl_->state.stopping.store(true);
+    std::lock_guard<std::mutex> lock(s.life_mu);
+    if (s.stopped) return;
+    s.stopped = true;
+    was_listening = s.listening;
   }
-  // NOTE(server): httplib's stop() does nothing until the accept loop runs; wait for it to start.
-  while (impl_->listen_active.load() && !impl_->http.is_running()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (impl_->listen_active.load()) {
-    impl_->http.stop();
+  s.state.stopping.store(true);  // handlers end: streams with an error event, waits with a 503
+  if (was_listening) {  // the acceptor belongs to the I/O threads: close it there, and wait for that
+    std::promise<void> closed;
+    net::post(s.ioc, [&s, &closed] {
+      error_code ignored;
+      s.acceptor.close(ignored);
+      s.accept_retry.cancel();
+      closed.set_value();
+    });
+    closed.get_future().wait();
   } else {
-    impl_->http.close_unused_socket();
+    error_code ignored;
+    s.acceptor.close(ignored);
   }
+  for (const auto& c : s.open_connections()) c->close();
+  s.pool.stop();  // handlers see stopping (or a closed connection) within one poll and return
+  if (was_listening) {
+    for (const auto& c : s.open_connections()) c->close();  // any accepted before the acceptor closed
+    s.wait_for_connections(Clock::now() + std::chrono::milliseconds(500));
+  }
+  s.ioc.stop();
+  std::unique_lock<std::mutex> lock(s.life_mu);
+  s.life_cv.wait(lock, [&s] { return !s.listening; });
 }
 
-ServerCounters HttpServer::counters() const { return impl_->counters(); }
+ServerCounters HttpServer::counters() const { return impl_->state.counters(); }
 const ServerConfig& HttpServer::config() const { return impl_->state.config; }
 
 }  // namespace tessera::server

@@ -110,7 +110,7 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
   w.counter("tessera:http_requests", "HTTP requests routed.", s.num_http_requests);
   w.counter("tessera:http_errors_4xx", "HTTP error responses with a 4xx status.", s.num_http_errors_4xx);
   w.counter("tessera:http_errors_5xx", "HTTP error responses with a 5xx status.", s.num_http_errors_5xx);
-  w.counter("tessera:client_disconnects", "Streams aborted because the client went away.",
+  w.counter("tessera:client_disconnects", "Requests aborted because the client went away (streaming or not).",
             s.num_client_disconnects);
   w.gauge("tessera:requests_in_flight", "Generate requests accepted by the server and not yet "
           "answered.", s.num_requests_in_flight);

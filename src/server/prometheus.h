@@ -15,7 +15,7 @@ struct ServerCounters {
   int64_t num_http_requests = 0;       // requests routed (any endpoint)
   int64_t num_http_errors_4xx = 0;     // error responses with 4xx status
   int64_t num_http_errors_5xx = 0;     // error responses with 5xx status
-  int64_t num_client_disconnects = 0;  // streams whose client went away (request aborted)
+  int64_t num_client_disconnects = 0;  // requests whose client went away (request aborted)
   int32_t num_requests_in_flight = 0;  // gauge: generate requests submitted and not yet answered
 };
 

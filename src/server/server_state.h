@@ -1,24 +1,23 @@
-// State shared by the HTTP handlers of one HttpServer (internal to src/server).
+// State shared by the HTTP handlers of one HttpServer, the router and the generate handler
+// (internal to src/server).
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "server/api_error.h"
+#include "server/http_exchange.h"
 #include "server/http_server.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace tessera::server {
 
 struct ServerState {
   Engine& engine;
   ServerConfig config;
-  std::atomic<bool> draining{false};       // shutting down: new generate requests get 503
-  std::atomic<bool> stopping{false};       // listener closing: streams end now
+  std::atomic<bool> draining{false};       // shutting down: new generate requests and /health get 503
+  std::atomic<bool> stopping{false};       // connections closing: handlers end now
   std::atomic<int32_t> num_in_flight{0};   // generate requests between accept and last byte
   std::atomic<int64_t> num_http_requests{0};
   std::atomic<int64_t> num_errors_4xx{0};
@@ -31,10 +30,8 @@ struct ServerState {
 
   // "cmpl-<16 hex>" / "chatcmpl-<16 hex>".
   std::string make_response_id(const char* prefix);
+  ServerCounters counters() const;
 };
-
-// Sets `res` to the error's status and OpenAI JSON body.
-void set_error(httplib::Response& res, const ApiError& error);
 
 // Holds one slot of ServerState::num_in_flight for as long as it lives.
 class InFlightSlot {
@@ -48,8 +45,18 @@ class InFlightSlot {
   ServerState* state_;
 };
 
+// A handler that may block (on the engine, on tokenizing a large body): run off the I/O threads.
+using BlockingHandler = std::function<void(const HttpRequest&, Responder&)>;
+
+// What the router makes of a request (routes.cpp): the answer now (small routes, every routing
+// and authentication error), or the handler to run on a worker thread.
+struct Routed {
+  std::optional<HttpResponse> now;
+  BlockingHandler later;
+};
+Routed route(ServerState& state, const HttpRequest& request);
+
 // POST /v1/completions and /v1/chat/completions (generate_handler.cpp).
-void handle_generate(ServerState& state, ApiKind kind, const httplib::Request& req,
-                     httplib::Response& res);
+void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& request, Responder& responder);
 
 }  // namespace tessera::server

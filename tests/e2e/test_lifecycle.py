@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from conftest import SERVED_NAME, http, tessera_bin
+from conftest import SERVED_NAME, http, metrics, tessera_bin
 import http.client as httpclient
 
 
@@ -98,7 +98,7 @@ def test_second_sigterm_exits_at_once(start_server):
     stop = threading.Event()
     open_tricklers(s.port, 2, stop)
     out = {}
-    t = threading.Thread(target=read_stream, args=(s.port, 4000, out), daemon=True)
+    t = threading.Thread(target=read_stream, args=(s.port, 900, out), daemon=True)  # in flight (< 1024 context)
     t.start()
     time.sleep(1.0)
     s.proc.send_signal(signal.SIGTERM)
@@ -110,3 +110,56 @@ def test_second_sigterm_exits_at_once(start_server):
     stop.set()
     assert elapsed < 1.0, f"second SIGTERM: exit took {elapsed:.2f} s"
     assert "second signal" in s.read_log()
+
+
+def test_drain_refuses_new_work_and_exits_within_grace_with_streams_tricklers_and_idle(start_server):
+    # Issue 28 part 3 / issue 30 finding 3: SIGTERM stops admitting (503 + Retry-After on /health
+    # and on new generate requests), finishes what it can until the grace deadline, and exits 0
+    # within grace + 1 s although 16 streams, 8 trickling and 8 idle keep-alive connections are open.
+    import socket
+    grace = 3
+    s = start_server("--shutdown-grace", str(grace))
+    stop = threading.Event()
+    open_tricklers(s.port, 8, stop)
+    idle = []
+    for _ in range(8):  # answered once, then left open (keep-alive)
+        c = httpclient.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        c.request("GET", "/health")
+        assert c.getresponse().read() == b'{"status":"ok"}'
+        idle.append(c)
+    outs = [{} for _ in range(16)]
+    # 8 streams short enough to finish within the grace period, 8 that cannot.
+    threads = [threading.Thread(target=read_stream, args=(s.port, 4 if i % 2 == 0 else 900, outs[i]), daemon=True)
+               for i in range(16)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 60
+    while metrics(s.base)["tessera:requests_in_flight"] < 16 and time.time() < deadline:
+        time.sleep(0.1)
+    t0 = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    # Draining: not admitting.
+    with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = c.recv(4096).decode()
+    assert head.startswith("HTTP/1.1 503"), head
+    assert "Retry-After: 1" in head and "Connection: close" in head
+    status, body = http(s.base, "POST", "/v1/completions", {"model": SERVED_NAME, "prompt": "x", "max_tokens": 2})
+    assert status == 503 and body["error"]["code"] == "service_unavailable", body
+    # The idle keep-alive connections were closed by the server.
+    for c in idle:
+        c.sock.settimeout(2)
+        assert c.sock.recv(1) == b""
+    assert s.proc.wait(timeout=30) == 0, s.read_log()
+    elapsed = time.monotonic() - t0
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert elapsed < grace + 1, f"exit took {elapsed:.2f} s after SIGTERM (grace {grace} s)"
+    finished = [o for o in outs if o.get("events") and json.loads(o["events"][-2]).get("choices")]
+    cut = [o for o in outs if o.get("events") and "error" in json.loads(o["events"][-2])]
+    assert all(o["status"] == 200 and o["events"][-1] == "[DONE]" for o in outs), outs
+    assert len(finished) == 8 and len(cut) == 8, (len(finished), len(cut))
+    assert "stopped" in s.read_log()
+    print(f"drain: exit {elapsed:.2f} s after SIGTERM (grace {grace} s); 8 streams finished, 8 cut at the deadline")

@@ -1,8 +1,6 @@
 // Test fixture: a FakeEngine behind a real HttpServer on a free loopback port, plus small client
-// helpers (JSON POST, SSE POST that can hang up after k events).
+// helpers over server/http_client.h (JSON POST, SSE POST that can hang up after k events).
 #pragma once
-#include <httplib.h>
-
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_engine.h"
+#include "server/http_client.h"
 #include "server/http_server.h"
 
 namespace tessera::testing {
@@ -50,36 +49,34 @@ class ServerFixture {
     if (thread_.joinable()) thread_.join();
   }
 
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(30);
-    c.set_connection_timeout(5);
-    return c;
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+
+  // One request on a fresh connection; `on_body` (optional) receives the body as it arrives.
+  server::ClientResponse send(const std::string& method, const std::string& path, const std::string& body,
+                              const Headers& headers = {}, const server::BodyCallback& on_body = {}) const {
+    server::ClientRequest req;
+    req.method = method;
+    req.target = path;
+    req.headers = headers;
+    req.body = body;
+    return server::http_request("127.0.0.1", port_, req, {}, on_body);
   }
 
   // POST a raw body; returns {status, parsed body or the raw text under "raw"}.
-  std::pair<int, json> post(const std::string& path, const std::string& body,
-                            const httplib::Headers& headers = {}) const {
-    httplib::Client c = client();
-    auto res = c.Post(path.c_str(), headers, body, "application/json");
-    if (!res) return {-1, json{{"raw", httplib::to_string(res.error())}}};
-    return {res->status, parse(res->body)};
+  std::pair<int, json> post(const std::string& path, const std::string& body, const Headers& headers = {}) const {
+    const server::ClientResponse res = send("POST", path, body, headers);
+    if (res.status < 0) return {-1, json{{"raw", res.error}}};
+    return {res.status, parse(res.body)};
   }
-  std::pair<int, json> post(const std::string& path, const json& body,
-                            const httplib::Headers& headers = {}) const {
+  std::pair<int, json> post(const std::string& path, const json& body, const Headers& headers = {}) const {
     return post(path, body.dump(), headers);
   }
-  std::pair<int, json> get(const std::string& path, const httplib::Headers& headers = {}) const {
-    httplib::Client c = client();
-    auto res = c.Get(path.c_str(), headers);
-    if (!res) return {-1, json{{"raw", httplib::to_string(res.error())}}};
-    return {res->status, parse(res->body)};
+  std::pair<int, json> get(const std::string& path, const Headers& headers = {}) const {
+    const server::ClientResponse res = send("GET", path, "", headers);
+    if (res.status < 0) return {-1, json{{"raw", res.error}}};
+    return {res.status, parse(res.body)};
   }
-  std::string get_text(const std::string& path) const {
-    httplib::Client c = client();
-    auto res = c.Get(path.c_str());
-    return res ? res->body : std::string();
-  }
+  std::string get_text(const std::string& path) const { return send("GET", path, "").body; }
 
   struct SseResult {
     int status = -1;
@@ -88,19 +85,12 @@ class ServerFixture {
   };
   // Streams a POST; hangs up after `hang_up_after` data events when >= 0.
   SseResult post_stream(const std::string& path, const json& body, int hang_up_after = -1,
-                        const httplib::Headers& headers = {}) const {
+                        const Headers& headers = {}) const {
     SseResult out;
-    httplib::Client c = client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = path;
-    req.headers = headers;
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
     std::string pending;
-    req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-      out.raw.append(data, len);
-      pending.append(data, len);
+    const server::ClientResponse res = send("POST", path, body.dump(), headers, [&](std::string_view piece) {
+      out.raw.append(piece);
+      pending.append(piece);
       size_t pos;
       while ((pos = pending.find("\n\n")) != std::string::npos) {
         const std::string event = pending.substr(0, pos);
@@ -109,10 +99,9 @@ class ServerFixture {
         if (hang_up_after >= 0 && static_cast<int>(out.data.size()) >= hang_up_after) return false;
       }
       return true;
-    };
-    auto res = c.send(req);
-    out.status = res ? res->status : -1;
-    if (!res) out.raw += "client error: " + httplib::to_string(res.error());
+    });
+    out.status = res.status;
+    if (!res.error.empty()) out.raw += "client error: " + res.error;
     return out;
   }
 

@@ -221,20 +221,35 @@ TEST(HttpServer, DisconnectWhileQueuedIsDetectedByKeepAlive) {
   std::thread blocker([&] { f.post("/v1/completions", json{{"prompt", "a"}, {"max_tokens", 120}}); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Hang up as soon as headers + the first bytes arrive (nothing but keep-alive comments).
-  httplib::Client c = f.client();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = json{{"prompt", "b"}, {"max_tokens", 100}, {"stream", true}}.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
-  c.send(req);
+  f.send("POST", "/v1/completions", json{{"prompt", "b"}, {"max_tokens", 100}, {"stream", true}}.dump(), {},
+         [](std::string_view) { return false; });
   blocker.join();
   for (int i = 0; i < 400 && f.engine().num_unfinished_requests() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(f.engine().num_aborted(), 1);
   EXPECT_EQ(f.engine().num_blocks_in_use(), 0);
+}
+
+TEST(HttpServer, NonStreamingClientThatGivesUpHasItsRequestAborted) {
+  FakeEngineConfig ec;
+  ec.step_delay = std::chrono::milliseconds(5);
+  ServerFixture f({}, ec);
+  server::ClientRequest req;
+  req.method = "POST";
+  req.target = "/v1/completions";
+  req.body = json{{"prompt", "long"}, {"max_tokens", 250}}.dump();  // ~1.25 s of steps
+  server::ClientTimeouts timeouts;
+  timeouts.read = std::chrono::milliseconds(200);
+  const auto hung_up = std::chrono::steady_clock::now();
+  const server::ClientResponse res = server::http_request("127.0.0.1", f.port(), req, timeouts);
+  EXPECT_EQ(res.status, -1) << res.error;  // the client timed out and closed
+  ASSERT_TRUE(wait_until([&] { return f.engine().num_unfinished_requests() == 0; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - hung_up, std::chrono::milliseconds(800));
+  EXPECT_EQ(f.engine().num_aborted(), 1);
+  EXPECT_EQ(f.engine().num_blocks_in_use(), 0);
+  EXPECT_EQ(f.server().counters().num_client_disconnects, 1);
+  ASSERT_TRUE(wait_until([&] { return f.server().counters().num_requests_in_flight == 0; }));
 }
 
 TEST(HttpServer, ConcurrentStreamsWithRandomDisconnects) {

@@ -30,7 +30,10 @@ TEST(ApiError, TableMapsTypesToStatusesAndOpenAiJson) {
   EXPECT_EQ(http_status(ErrorType::kAuthentication), 401);
   EXPECT_EQ(http_status(ErrorType::kModelNotFound), 404);
   EXPECT_EQ(http_status(ErrorType::kMethodNotAllowed), 405);
+  EXPECT_EQ(http_status(ErrorType::kRequestTimeout), 408);
   EXPECT_EQ(http_status(ErrorType::kPayloadTooLarge), 413);
+  EXPECT_EQ(http_status(ErrorType::kHeaderTooLarge), 431);
+  EXPECT_STREQ(error_code_name(ErrorType::kHeaderTooLarge), "request_header_fields_too_large");
   EXPECT_EQ(http_status(ErrorType::kRateLimit), 429);
   EXPECT_EQ(http_status(ErrorType::kInternal), 500);
   EXPECT_EQ(http_status(ErrorType::kUnavailable), 503);

@@ -1,0 +1,220 @@
+// Routing, authentication and the small endpoints; the generate flow is in generate_handler.cpp.
+//
+//   route        method   answered
+//   /v1/completions, /v1/chat/completions   POST   on a worker (handle_generate)
+//   /tokenize, /detokenize, /apply-template  POST   on a worker (tokenizing may take a while)
+//   /v1/models, /v1/models/{id}              GET    at once
+//   /health, /metrics                        GET    at once
+// A known route with another method is a 405, anything else a 404. The request body is read as
+// JSON whatever its Content-Type says (curl -d sends application/x-www-form-urlencoded), as vLLM
+// and llama.cpp do.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/protocol_response.h"
+#include "server/server_state.h"
+
+namespace tessera::server {
+namespace {
+
+using json = nlohmann::json;
+
+// Compares without an early exit, so the key cannot be found byte by byte from timings.
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+json model_card(const ServerState& state) {
+  const ModelInfo& info = state.engine.model_info();
+  return json{{"id", state.config.served_model_name}, {"object", "model"}, {"created", 0},
+              {"owned_by", "tessera"},
+              // The file name only: the absolute path tells clients about the host's layout.
+              {"root", std::filesystem::path(info.path).filename().string()}, {"max_model_len", info.context_length}};
+}
+
+std::optional<ApiError> check_model(const ServerState& state, const std::string& model) {
+  if (model.empty() || model == state.config.served_model_name) return std::nullopt;
+  return ApiError{ErrorType::kModelNotFound, fmt::format("The model `{}` does not exist.", model), "model"};
+}
+
+// The model's BOS, never twice (a template that writes BOS itself).
+void drop_double_bos(const ModelInfo& info, std::vector<int32_t>* ids) {
+  if (ids->size() >= 2 && info.bos_id >= 0 && (*ids)[0] == info.bos_id && (*ids)[1] == info.bos_id) {
+    ids->erase(ids->begin());
+  }
+}
+
+HttpResponse tokenize(ServerState& state, const HttpRequest& req) {
+  TokenizeSpec spec;
+  if (auto e = parse_tokenize_request(req.body, state.config.limits, &spec)) return error_response(*e);
+  if (auto e = check_model(state, spec.model)) return error_response(*e);
+  const Engine& engine = state.engine;
+  const ModelInfo& info = engine.model_info();
+  std::vector<int32_t> ids;
+  if (spec.messages.empty()) {
+    ids = engine.tokenize(spec.prompt, spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
+  } else {
+    Result<std::string> text = engine.apply_chat_template(spec.messages, true);
+    if (!text.ok()) return error_response(from_engine_error(text.error()));
+    ids = engine.tokenize(text.value(), spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
+    drop_double_bos(info, &ids);
+  }
+  return json_response(dump_json(json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", info.context_length}}));
+}
+
+// What the model is fed for a chat request: the body of /v1/chat/completions (messages, tools,
+// tool_choice, chat_template_kwargs...) -> {"prompt": the rendered template, "tokens": its ids}.
+HttpResponse apply_template(ServerState& state, const HttpRequest& req) {
+  GenerateSpec spec;
+  if (auto e = parse_generate_request(ApiKind::kChat, req.body, state.config.limits, &spec)) return error_response(*e);
+  if (auto e = check_model(state, spec.model)) return error_response(*e);
+  const Engine& engine = state.engine;
+  ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
+                          spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
+  Result<std::string> text = engine.render_chat(input);
+  if (!text.ok()) {
+    ApiError e = from_engine_error(text.error());
+    e.message = "Cannot apply the chat template: " + e.message;
+    e.param = "messages";
+    if (e.type == ErrorType::kInternal) e.type = ErrorType::kInvalidRequest;
+    return error_response(e);
+  }
+  std::vector<int32_t> ids = engine.tokenize(text.value(), engine.model_info().add_bos, /*parse_special=*/true);
+  drop_double_bos(engine.model_info(), &ids);
+  return json_response(dump_json(json{{"prompt", text.value()}, {"tokens", ids}, {"count", ids.size()}}));
+}
+
+HttpResponse detokenize(ServerState& state, const HttpRequest& req) {
+  DetokenizeSpec spec;
+  if (auto e = parse_detokenize_request(req.body, &spec)) return error_response(*e);
+  if (auto e = check_model(state, spec.model)) return error_response(*e);
+  const int32_t vocab = state.engine.model_info().vocab_size;
+  for (int32_t id : spec.tokens) {
+    if (id >= vocab) {
+      return error_response({ErrorType::kInvalidRequest,
+                             fmt::format("token id {} is out of range (vocabulary size {})", id, vocab), "tokens"});
+    }
+  }
+  return json_response(dump_json(json{{"prompt", state.engine.detokenize(spec.tokens)}}));
+}
+
+HttpResponse health(const ServerState& state) {
+  if (state.draining.load()) return error_response({ErrorType::kUnavailable, "The server is shutting down", ""});
+  return json_response(R"({"status":"ok"})");
+}
+
+HttpResponse metrics(const ServerState& state) {
+  HttpResponse res;
+  res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  res.body = render_prometheus(state.engine.metrics(), state.counters(), state.config.served_model_name);
+  return res;
+}
+
+// A handler that answers with one response from a worker thread.
+BlockingHandler blocking(ServerState& state, HttpResponse (*fn)(ServerState&, const HttpRequest&)) {
+  return [&state, fn](const HttpRequest& req, Responder& out) { out.respond(fn(state, req)); };
+}
+
+Routed now(HttpResponse response) { return Routed{std::move(response), nullptr}; }
+
+}  // namespace
+
+HttpResponse json_response(std::string body) {
+  HttpResponse res;
+  res.body = std::move(body);
+  return res;
+}
+
+HttpResponse error_response(const ApiError& error) {
+  HttpResponse res;
+  res.status = http_status(error.type);
+  res.body = error_body(error);
+  // Draining: come back later (a gateway retries on another replica meanwhile).
+  if (res.status == 503) res.headers.emplace_back("Retry-After", "1");
+  return res;
+}
+
+std::string HttpRequest::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key.size() == name.size() &&
+        std::equal(key.begin(), key.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return value;
+    }
+  }
+  return "";
+}
+
+Routed route(ServerState& state, const HttpRequest& req) {
+  state.num_http_requests.fetch_add(1);
+  const std::string& path = req.path;
+  const bool open_route = path == "/health" || (path == "/metrics" && state.config.metrics_without_key);
+  if (!state.config.api_key.empty() && !open_route) {
+    const std::string auth = req.header("Authorization");
+    if (auth.empty() || !constant_time_equal(auth, "Bearer " + state.config.api_key)) {
+      return now(error_response({ErrorType::kAuthentication,
+                                 auth.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
+                                              : "Incorrect API key provided",
+                                 ""}));
+    }
+  }
+  const bool get = req.method == "GET", post = req.method == "POST";
+  const char* want = nullptr;  // the method a known route takes
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    if (post) {
+      const ApiKind kind = path == "/v1/completions" ? ApiKind::kCompletion : ApiKind::kChat;
+      return Routed{std::nullopt, [&state, kind](const HttpRequest& r, Responder& out) {
+                      handle_generate(state, kind, r, out);
+                    }};
+    }
+    want = "POST";
+  } else if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
+    if (post) {
+      return Routed{std::nullopt, blocking(state, path == "/tokenize"     ? tokenize
+                                                  : path == "/detokenize" ? detokenize
+                                                                          : apply_template)};
+    }
+    want = "POST";
+  } else if (path == "/v1/models") {
+    if (get) return now(json_response(dump_json(json{{"object", "list"}, {"data", json::array({model_card(state)})}})));
+    want = "GET";
+  } else if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
+    if (get) {
+      const std::string id = path.substr(11);
+      if (id != state.config.served_model_name) {
+        return now(error_response({ErrorType::kModelNotFound, fmt::format("The model `{}` does not exist.", id), "model"}));
+      }
+      return now(json_response(dump_json(model_card(state))));
+    }
+    want = "GET";
+  } else if (path == "/health") {
+    if (get) return now(health(state));
+    want = "GET";
+  } else if (path == "/metrics") {
+    if (get) return now(metrics(state));
+    want = "GET";
+  }
+  if (want != nullptr) {
+    HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
+                                       fmt::format("Method {} is not allowed on {}", req.method, path), ""});
+    res.headers.emplace_back("Allow", want);
+    return now(std::move(res));
+  }
+  return now(error_response({ErrorType::kNotFound, fmt::format("Unknown route: {} {}", req.method, path), ""}));
+}
+
+ServerCounters ServerState::counters() const {
+  ServerCounters c;
+  c.num_http_requests = num_http_requests.load();
+  c.num_http_errors_4xx = num_errors_4xx.load();
+  c.num_http_errors_5xx = num_errors_5xx.load();
+  c.num_client_disconnects = num_client_disconnects.load();
+  c.num_requests_in_flight = num_in_flight.load();
+  return c;
+}
+
+}  // namespace tessera::server

@@ -1,0 +1,263 @@
+"""The HTTP layer under hostile and careless clients (issue 30): body limits for every framing,
+conflicting framing, slow headers (slowloris), pipelining, methods and routes, and JSON sent as a
+form. Raw sockets, so that the bytes on the wire are exactly the ones named."""
+import json
+import socket
+import threading
+import time
+import urllib.request
+
+from conftest import SERVED_NAME, http, metrics
+
+BODY_LIMIT = 8 << 20  # serve's default --max-body-bytes
+
+
+def read_response(sock, timeout=10.0):
+    """Reads one HTTP/1.1 response (Content-Length or chunked) -> (status, headers, body bytes).
+    Leftover bytes stay in sock._rest for the next call (pipelining)."""
+    sock.settimeout(timeout)
+    data = getattr(sock, "_rest", b"")
+
+    def more():
+        nonlocal data
+        piece = sock.recv(65536)
+        if not piece:
+            raise EOFError("connection closed")
+        data += piece
+
+    while b"\r\n\r\n" not in data:
+        more()
+    head, data = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    if headers.get("transfer-encoding") == "chunked":
+        body = b""
+        while True:
+            while b"\r\n" not in data:
+                more()
+            size_line, data = data.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            while len(data) < size + 2:
+                more()
+            body += data[:size]
+            data = data[size + 2:]
+            if size == 0:
+                break
+    else:
+        length = int(headers.get("content-length", "0"))
+        while len(data) < length:
+            more()
+        body, data = data[:length], data[length:]
+    sock._rest = data
+    return status, headers, body
+
+
+class Conn(socket.socket):
+    """A socket that can carry leftover bytes between responses."""
+
+
+def connect(port, timeout=10.0):
+    s = Conn(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def request_bytes(method, path, body=b"", content_type="application/json", extra=""):
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}"
+    if body or method == "POST":
+        head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+def server_rss_kib(server):
+    with open(f"/proc/{server.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_content_length_over_the_limit_is_413_at_once(server):
+    with connect(server.port) as s:
+        t0 = time.monotonic()
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 268435456\r\n\r\n{\"prompt\": \"")
+        status, headers, body = read_response(s, timeout=5)
+        elapsed = time.monotonic() - t0
+    assert status == 413, body
+    assert f"Request body too large (limit {BODY_LIMIT} bytes)".encode() in body
+    assert headers["connection"] == "close"
+    assert elapsed < 1.0, f"413 took {elapsed:.2f} s"
+
+
+def test_chunked_body_is_cut_at_the_limit_before_anything_is_computed(server):
+    before = metrics(server.base)
+    rss_before = server_rss_kib(server)
+    piece = b"a" * 65536
+    sent = {"bytes": 0}
+
+    with connect(server.port) as s:
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        s.sendall(b"c\r\n{\"prompt\": \"\r\n")
+
+        def send_chunks():  # up to 64 MiB, far past the limit; stops when the server hangs up
+            try:
+                while sent["bytes"] < (64 << 20):
+                    s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    sent["bytes"] += len(piece)
+            except OSError:
+                pass
+        sender = threading.Thread(target=send_chunks, daemon=True)
+        sender.start()
+        status, headers, body = read_response(s, timeout=10)
+        sender.join(timeout=10)
+    assert status == 413, body
+    assert f"Request body too large (limit {BODY_LIMIT} bytes)".encode() in body
+    # Past the limit the server reads (and drops) at most 4 MiB more for a second, then resets.
+    assert sent["bytes"] < (32 << 20), f"the server took {sent['bytes'] >> 20} MiB of a body cut at 8 MiB"
+    after = metrics(server.base)
+    # The request never reached a handler: no request routed, one 4xx answer.
+    assert after["tessera:http_requests_total"] - before["tessera:http_requests_total"] == 1  # the metrics GET
+    assert after["tessera:http_errors_4xx_total"] - before["tessera:http_errors_4xx_total"] == 1
+    grown_mib = (server_rss_kib(server) - rss_before) / 1024
+    assert grown_mib < 24, f"RSS grew {grown_mib:.1f} MiB for a body cut at 8 MiB"
+
+
+def test_two_different_content_lengths_are_400(server):
+    with connect(server.port) as s:
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\nContent-Length: 17\r\n\r\n"
+                  b'{"prompt": "hi"}')
+        status, headers, body = read_response(s)
+    assert status == 400, body
+    assert json.loads(body)["error"]["type"] == "invalid_request_error"
+    assert b"Malformed HTTP request" in body
+    # Content-Length with chunked framing is just as ambiguous.
+    with connect(server.port) as s:
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"0\r\n\r\n")
+        status, _, body = read_response(s)
+    assert status == 400, body
+
+
+def test_oversized_and_too_many_headers_are_431(server):
+    with connect(server.port) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 20000 + b"\r\n\r\n")
+        status, _, body = read_response(s)
+    assert status == 431 and b"Request headers too large" in body
+    with connect(server.port) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-H%d: 1\r\n" % i for i in range(150)) + b"\r\n")
+        status, _, body = read_response(s)
+    assert status == 431 and b"Too many request headers (limit 100)" in body
+
+
+def test_five_pipelined_requests_are_answered_in_order(server):
+    completion = json.dumps({"model": SERVED_NAME, "prompt": "Hello", "max_tokens": 2, "temperature": 0}).encode()
+    reqs = [request_bytes("GET", "/health"),
+            request_bytes("POST", "/tokenize", b'{"prompt": "one two"}'),
+            request_bytes("POST", "/v1/completions", completion),
+            request_bytes("GET", "/v1/models"),
+            request_bytes("POST", "/detokenize", b'{"tokens": [28]}')]
+    with connect(server.port, timeout=30) as s:
+        s.sendall(b"".join(reqs))
+        answers = [read_response(s, timeout=30) for _ in reqs]
+    assert [a[0] for a in answers] == [200] * 5
+    bodies = [json.loads(a[2]) for a in answers]
+    assert bodies[0] == {"status": "ok"}
+    assert bodies[1]["count"] == len(bodies[1]["tokens"]) > 0
+    assert bodies[2]["object"] == "text_completion" and bodies[2]["usage"]["completion_tokens"] == 2
+    assert bodies[3]["object"] == "list"
+    assert "prompt" in bodies[4]
+
+
+def test_form_encoded_json_is_read_as_json(server):
+    # curl -d sends application/x-www-form-urlencoded; the body is JSON all the same (vLLM, llama.cpp).
+    long_prompt = "word " * 4000  # 20 KB: past the 8 KiB that form parsing used to allow
+    status, body = http(server.base, "POST", "/tokenize", json.dumps({"prompt": long_prompt}).encode(),
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200, body
+    assert body["count"] > 3000
+    status, body = http(server.base, "POST", "/v1/completions",
+                        json.dumps({"model": SERVED_NAME, "prompt": "Hi", "max_tokens": 2}).encode(),
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200 and body["usage"]["completion_tokens"] == 2
+
+
+def test_wrong_methods_are_405_and_unknown_routes_404(server):
+    for method, path, allow in [("GET", "/v1/chat/completions", "POST"), ("DELETE", "/v1/completions", "POST"),
+                                ("PUT", "/tokenize", "POST"), ("POST", "/v1/models", "GET"),
+                                ("POST", "/health", "GET"), ("DELETE", "/metrics", "GET")]:
+        with connect(server.port) as s:
+            s.sendall(request_bytes(method, path, b"{}" if method != "GET" else b""))
+            status, headers, body = read_response(s)
+        assert status == 405, (method, path, body)
+        assert headers["allow"] == allow
+        err = json.loads(body)["error"]
+        assert err["code"] == "method_not_allowed" and f"Method {method} is not allowed on {path}" == err["message"]
+    for method, path in [("GET", "/v2/completions"), ("POST", "/nothing"), ("GET", "/v1/models/")]:
+        with connect(server.port) as s:
+            s.sendall(request_bytes(method, path))
+            status, _, body = read_response(s)
+        assert status == 404, (method, path, body)
+        assert json.loads(body)["error"]["type"] == "not_found_error"
+
+
+def open_tricklers(port, count):
+    """Connections that send one header line every 0.5 s and never finish their headers."""
+    socks = []
+    for _ in range(count):
+        c = socket.create_connection(("127.0.0.1", port), timeout=5)
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        socks.append(c)
+    stop = threading.Event()
+
+    def trickle():
+        i = 0
+        while not stop.is_set():
+            for c in socks:
+                try:
+                    c.sendall(b"X-Slow-%d: 1\r\n" % i)
+                except OSError:
+                    pass
+            i += 1
+            stop.wait(0.5)
+    threading.Thread(target=trickle, daemon=True).start()
+    return socks, stop
+
+
+def test_slowloris_does_not_starve_health_or_completions(server):
+    t_open = time.monotonic()
+    socks, stop = open_tricklers(server.port, 200)
+    try:
+        worst_health = worst_completion = 0.0
+        for _ in range(20):
+            t0 = time.monotonic()
+            with urllib.request.urlopen(server.base + "/health", timeout=1) as r:
+                assert r.status == 200
+            worst_health = max(worst_health, time.monotonic() - t0)
+            t0 = time.monotonic()
+            status, body = http(server.base, "POST", "/v1/completions",
+                                {"model": SERVED_NAME, "prompt": "Hi", "max_tokens": 2, "temperature": 0}, timeout=1)
+            assert status == 200 and body["usage"]["completion_tokens"] == 2
+            worst_completion = max(worst_completion, time.monotonic() - t0)
+        print(f"200 tricklers: worst /health {worst_health * 1000:.0f} ms, worst completion "
+              f"{worst_completion * 1000:.0f} ms (20 of 20 each)")
+        assert worst_health < 1.0 and worst_completion < 1.0
+        # The header deadline (10 s) closes every trickler, however steadily it sends.
+        time.sleep(max(0.0, t_open + 11.0 - time.monotonic()))
+        closed = 0
+        for c in socks:
+            c.settimeout(0.5)
+            try:
+                closed += c.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed == len(socks), f"{len(socks) - closed} trickling connections still open after 11 s"
+    finally:
+        stop.set()
+        for c in socks:
+            c.close()
+    assert http(server.base, "GET", "/health")[0] == 200
+
