@@ -10,7 +10,7 @@ SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev nlohmann-json3-dev libboost-dev libcpp-httplib-dev libcli11-dev libxxhash-dev libssl-dev python3-pip)
+  libfmt-dev nlohmann-json3-dev libboost-dev libcli11-dev libxxhash-dev libssl-dev python3-pip)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

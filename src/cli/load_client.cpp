@@ -1,13 +1,12 @@
-// The network side of the load generator: one streaming request per thread (httplib client with a
-// content receiver that splits SSE lines), dispatched at the arrival times under a concurrency cap.
-#include <httplib.h>
-
+// The network side of the load generator: one streaming request per thread (server/http_client.h,
+// with a body callback that splits SSE lines), dispatched at the arrival times under a concurrency cap.
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "cli/load_gen.h"
+#include "server/http_client.h"
 
 namespace tessera::cli {
 namespace {
@@ -19,10 +18,27 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-httplib::Headers auth_headers(const LoadConfig& c) {
-  httplib::Headers h;
-  if (!c.api_key.empty()) h.emplace("Authorization", "Bearer " + c.api_key);
+std::vector<std::pair<std::string, std::string>> auth_headers(const LoadConfig& c) {
+  std::vector<std::pair<std::string, std::string>> h;
+  if (!c.api_key.empty()) h.emplace_back("Authorization", "Bearer " + c.api_key);
   return h;
+}
+
+// GET or POST `path` under the base URL (its path prefix included).
+server::ClientResponse send(const LoadConfig& c, const char* method, const std::string& path, std::string body,
+                            const server::ClientTimeouts& timeouts, const server::BodyCallback& on_body = {}) {
+  const std::optional<server::BaseUrl> base = server::parse_base_url(c.base_url);
+  if (!base) {
+    server::ClientResponse bad;
+    bad.error = "not an http:// URL: " + c.base_url;
+    return bad;
+  }
+  server::ClientRequest req;
+  req.method = method;
+  req.target = base->prefix + path;
+  req.headers = auth_headers(c);
+  req.body = std::move(body);
+  return server::http_request(base->host, base->port, req, timeouts, on_body);
 }
 
 RequestRecord run_one(const LoadConfig& c, const std::string& model, const BenchPrompt& prompt) {
@@ -38,22 +54,13 @@ RequestRecord run_one(const LoadConfig& c, const std::string& model, const Bench
     body["prompt"] = prompt.text;
   }
   body.update(c.extra_body);  // --extra-body: server-specific fields, last so they can override
-  httplib::Client client(c.base_url);
-  client.set_connection_timeout(30);
-  client.set_read_timeout(c.timeout_s);
-  httplib::Request req;
-  req.method = "POST";
-  req.path = c.endpoint;
-  req.headers = auth_headers(c);
-  req.set_header("Content-Type", "application/json");
-  req.body = body.dump();
   std::string pending, error_body;
   int32_t num_chunks = 0, usage_completion = -1;
   bool done = false;
   const Clock::time_point start = Clock::now();
   Clock::time_point last = start;
-  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
-    pending.append(data, len);
+  const auto on_body = [&](std::string_view data) {
+    pending.append(data);
     size_t pos;
     while ((pos = pending.find('\n')) != std::string::npos) {
       std::string line = pending.substr(0, pos);
@@ -98,12 +105,15 @@ RequestRecord run_one(const LoadConfig& c, const std::string& model, const Bench
     }
     return true;
   };
-  httplib::Result res = client.send(req);
+  server::ClientTimeouts timeouts;
+  timeouts.connect = std::chrono::seconds(30);
+  timeouts.read = std::chrono::seconds(c.timeout_s);
+  const server::ClientResponse res = send(c, "POST", c.endpoint, body.dump(), timeouts, on_body);
   rec.e2e_ms = ms_between(start, Clock::now());
-  if (!res) {
-    rec.error = "connection: " + httplib::to_string(res.error());
-  } else if (res->status != 200) {
-    rec.error = "HTTP " + std::to_string(res->status);
+  if (res.status < 0) {
+    rec.error = "connection: " + res.error;
+  } else if (res.status != 200) {
+    rec.error = "HTTP " + std::to_string(res.status);
   } else if (rec.error.empty() && (!done || num_chunks == 0)) {
     rec.error = "stream ended without [DONE] or text";
   }
@@ -115,12 +125,11 @@ RequestRecord run_one(const LoadConfig& c, const std::string& model, const Bench
 }  // namespace
 
 std::string discover_model(const LoadConfig& c) {
-  httplib::Client client(c.base_url);
-  client.set_connection_timeout(10);
-  client.set_read_timeout(30);
-  auto res = client.Get("/v1/models", auth_headers(c));
-  if (!res || res->status != 200) return {};
-  const json j = json::parse(res->body, nullptr, false);
+  server::ClientTimeouts timeouts;
+  timeouts.connect = std::chrono::seconds(10);
+  const server::ClientResponse res = send(c, "GET", "/v1/models", "", timeouts);
+  if (res.status != 200) return {};
+  const json j = json::parse(res.body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty()) return {};
   return j["data"][0].value("id", std::string());
 }
