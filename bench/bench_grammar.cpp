@@ -62,9 +62,9 @@ int main(int argc, char** argv) {
       if (!compiled.ok()) return std::fprintf(stderr, "%s\n", compiled.error().message.c_str()), 1;
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
       compile_ms.push_back(ms);
-      std::printf("  compile %-20s %7.1f ms  (%d positions, %zu uncertain)\n",
-                  entry["name"].get<std::string>().c_str(), ms, compiled.value()->grammar->num_positions(),
-                  compiled.value()->num_uncertain);
+      std::printf("  compile %-20s %7.1f ms  (%d -> %d positions, %zu uncertain)\n",
+                  entry["name"].get<std::string>().c_str(), ms, compiled.value()->source->num_positions(),
+                  compiled.value()->grammar->num_positions(), compiled.value()->num_uncertain);
       if (std::getenv("BENCH_GRAMMAR_VERBOSE")) {
         const auto& cg = *compiled.value();
         std::vector<std::pair<size_t, int32_t>> worst;

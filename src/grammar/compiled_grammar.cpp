@@ -3,69 +3,19 @@
 #include <algorithm>
 #include <chrono>
 
+#include "grammar/call_sites.h"
 #include "grammar/stack_automaton.h"
 
 namespace tessera::grammar {
 namespace {
 
-enum class TokenClass : uint8_t { kRejected, kAccepted, kUncertain };
-
-// Walks every token from position `pos` in sorted order, one state per prefix depth, skipping a
-// whole subtree when its prefix dies. `cls` is [vocab] scratch (only sorted ids are written).
-PositionTokens classify_position(StackAutomaton& automaton, const TokenTable& tokens, int32_t start_node,
-                                 std::vector<TokenClass>& cls) {
-  const auto sorted = tokens.sorted();
-  const auto lcp_prev = tokens.lcp_prev();
-  const auto n = static_cast<int32_t>(sorted.size());
-  std::vector<int32_t> states{automaton.node_state(start_node)};
-  std::vector<uint8_t> exited{0};  // exited[d]: the frame could be left before byte d
-  PositionTokens out;
-  int32_t num_accepted = 0;
-  int32_t valid = 0;  // states[0..valid] hold the previous token's path
-  for (int32_t rank = 0; rank < n;) {
-    const std::string_view bytes = tokens.bytes(sorted[rank]);
-    const auto len = static_cast<int32_t>(bytes.size());
-    if (static_cast<int32_t>(states.size()) <= len) {
-      states.resize(len + 1);
-      exited.resize(len + 1);
-    }
-    int32_t d = std::min(rank == 0 ? 0 : lcp_prev[rank], valid);
-    while (d < len && !automaton.is_dead(states[d])) {
-      exited[d + 1] = exited[d] || automaton.can_end(states[d]);
-      states[d + 1] = automaton.step(states[d], static_cast<uint8_t>(bytes[d]));
-      ++d;
-    }
-    valid = d;
-    if (d == len && !automaton.is_dead(states[d])) {
-      cls[sorted[rank]] = TokenClass::kAccepted;
-      ++num_accepted;
-      ++rank;
-      continue;
-    }
-    // The prefix bytes[0, d) died: every token under it shares the verdict.
-    const TokenClass verdict = exited[d] ? TokenClass::kUncertain : TokenClass::kRejected;
-    const int32_t end = tokens.subtree_end(rank, d);
-    for (; rank < end; ++rank) {
-      cls[sorted[rank]] = verdict;
-      if (verdict == TokenClass::kUncertain) out.uncertain.push_back(rank);
-    }
-  }
-  const int32_t num_rejected = n - num_accepted - static_cast<int32_t>(out.uncertain.size());
-  out.stores_rejected = num_rejected < num_accepted;
-  const TokenClass listed = out.stores_rejected ? TokenClass::kRejected : TokenClass::kAccepted;
-  for (int32_t id = 0; id < tokens.vocab_size(); ++id) {
-    if (mask_test(tokens.normal_mask(), id) && cls[id] == listed) out.ids.push_back(id);
-  }
-  std::sort(out.uncertain.begin(), out.uncertain.end());
-  return out;
-}
-
 // The frames known to lie under any frame of a rule: a rule called from exactly one place (tail
 // calls of itself aside) always returns there, and so on up while the caller is unique as well.
 // Classifying a position over {position, known frames} instead of {position, bottom} lets
 // tokens that run past the rule's end (`abc",` in a JSON string) be decided at compile time;
-// only leaving the known frames stays context-dependent. Sound because every run-time stack
-// with a top at that position has these frames under it.
+// only leaving the known frames stays context-dependent, and not even that when the chain ends
+// at the root entered only at the start (leaving it is the end of the output). Sound because
+// every run-time stack with a top at that position has these frames under it.
 class KnownParents {
  public:
   KnownParents(const Grammar& g, StackAutomaton& automaton) : g_(g), automaton_(automaton) {
@@ -73,6 +23,7 @@ class KnownParents {
     rule_of_.assign(static_cast<size_t>(g.num_positions()), -1);
     site_.assign(num_rules, kNoSite);
     parent_.assign(num_rules, kUnknown);
+    complete_.assign(num_rules, 0);
     for (int32_t r = 0; r < g.num_rules(); ++r) {
       for (int32_t start : g.rule_alts[r]) {
         for (int32_t p = start;; ++p) {
@@ -81,7 +32,6 @@ class KnownParents {
         }
       }
     }
-    site_[g.root] = kManySites;  // entered at the start too
     for (int32_t p = 0; p < g.num_positions(); ++p) {
       const Element& el = g.elements[p];
       if (el.kind != Element::kRule) continue;
@@ -90,30 +40,53 @@ class KnownParents {
       int32_t& site = site_[el.index];
       site = site == kNoSite ? p : kManySites;
     }
+    // The root is entered at the start: with no other caller, its parent is the true end.
+    site_[g.root] = site_[g.root] == kNoSite ? kStart : kManySites;
   }
 
   int32_t rule_of(int32_t pos) const { return rule_of_[pos]; }
 
-  // The node a frame of `rule` returns to (StackAutomaton::kBottom when unknown).
+  // The node a frame of `rule` returns to (StackAutomaton::kBottom when unknown or the end).
   int32_t parent_of(int32_t rule, int depth = 0) {
     if (parent_[rule] != kUnknown) return parent_[rule];
     const int32_t site = site_[rule];
     int32_t parent = StackAutomaton::kBottom;
-    if (site >= 0 && depth < 64) {
-      const int32_t caller_parent = parent_of(rule_of_[site], depth + 1);
+    complete_[rule] = site == kStart;
+    if (site >= 0 && depth < 256) {
+      const int32_t caller = rule_of_[site];
+      const int32_t caller_parent = parent_of(caller, depth + 1);
+      complete_[rule] = complete_[caller];
       parent = g_.elements[site + 1].kind == Element::kEnd ? caller_parent
                                                             : automaton_.node(site + 1, caller_parent);
     }
     parent_[rule] = parent;
     return parent;
   }
+  // Whether parent_of(rule)'s chain reaches the true end (call parent_of first).
+  bool ends_at_root(int32_t rule) const { return complete_[rule] != 0; }
 
  private:
-  static constexpr int32_t kNoSite = -1, kManySites = -2, kUnknown = -1;
+  static constexpr int32_t kNoSite = -1, kManySites = -2, kStart = -3, kUnknown = -1;
   const Grammar& g_;
   StackAutomaton& automaton_;
   std::vector<int32_t> rule_of_, site_, parent_;
+  std::vector<uint8_t> complete_;
 };
+
+struct Frame {
+  int32_t node;
+  bool is_end;
+};
+Frame frame_of(int32_t pos, KnownParents& known, StackAutomaton& automaton) {
+  const int32_t rule = known.rule_of(pos);
+  const int32_t parent = known.parent_of(rule);
+  return {automaton.node(pos, parent), known.ends_at_root(rule)};
+}
+
+Error too_ambiguous() {
+  return Error{ErrorCode::kInvalidArgument,
+               "grammar: too ambiguous to compile (automaton size limit reached)"};
+}
 
 }  // namespace
 
@@ -123,23 +96,57 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   auto parsed = parse_grammar(text);
   if (!parsed.ok()) return parsed.error();
   auto out = std::make_shared<CompiledGrammar>();
-  out->grammar = std::make_shared<const Grammar>(std::move(parsed).value());
+  out->source = std::make_shared<const Grammar>(std::move(parsed).value());
+  ExpandedGrammar expanded = expand_call_sites(*out->source, kMaxExpandedPositions);
+  out->grammar = std::make_shared<const Grammar>(std::move(expanded.grammar));
   out->tokens = std::move(tokens);
+  const TokenTable& table = *out->tokens;
+  const Grammar& src = *out->source;
   const Grammar& g = *out->grammar;
+  const auto sorted = table.sorted();
+  const auto normal = table.normal_mask();
+  std::vector<uint64_t> bits(mask_words(table.vocab_size()));
+  auto ranks_to_bits = [&](const std::vector<int32_t>& ranks) {
+    for (int32_t r : ranks) mask_set(bits, sorted[r]);
+  };
+
+  // Level 1: every token from each source position's frame.
+  StackAutomaton src_automaton(out->source);
+  KnownParents src_known(src, src_automaton);
+  std::vector<TokenSplit> level1(static_cast<size_t>(src.num_positions()));
+  std::vector<std::shared_ptr<const TokenSet>> level1_sets(level1.size());
+  for (int32_t p = 0; p < src.num_positions(); ++p) {
+    if (src.elements[p].kind != Element::kBytes) continue;
+    const Frame f = frame_of(p, src_known, src_automaton);
+    level1[p] = classify_tokens(src_automaton, table, f.node, f.is_end, nullptr);
+    if (src_automaton.overflowed()) return too_ambiguous();
+    std::fill(bits.begin(), bits.end(), 0);
+    ranks_to_bits(level1[p].accepted);
+    level1_sets[p] = std::make_shared<const TokenSet>(bits, table);
+    std::vector<int32_t>().swap(level1[p].accepted);
+  }
+
+  // Level 2: each copy re-walks the source position's uncertain tokens from its own frame.
   out->positions.resize(static_cast<size_t>(g.num_positions()));
   StackAutomaton automaton(out->grammar);
-  std::vector<TokenClass> cls(static_cast<size_t>(out->tokens->vocab_size()),
-                              TokenClass::kRejected);
   KnownParents known(g, automaton);
   for (int32_t p = 0; p < g.num_positions(); ++p) {
     if (g.elements[p].kind != Element::kBytes) continue;
-    const int32_t start = automaton.node(p, known.parent_of(known.rule_of(p)));
-    out->positions[p] = classify_position(automaton, *out->tokens, start, cls);
-    out->num_uncertain += out->positions[p].uncertain.size();
-    if (automaton.overflowed()) {
-      return Error{ErrorCode::kInvalidArgument,
-                   "grammar: too ambiguous to compile (automaton size limit reached)"};
+    const int32_t o = expanded.origin[p];
+    PositionTokens& pt = out->positions[p];
+    pt.accepted = level1_sets[o];
+    if (!level1[o].uncertain.empty()) {
+      const Frame f = frame_of(p, known, automaton);
+      TokenSplit split = classify_tokens(automaton, table, f.node, f.is_end, &level1[o].uncertain);
+      if (automaton.overflowed()) return too_ambiguous();
+      pt.uncertain = std::move(split.uncertain);
+      if (!split.accepted.empty()) {
+        level1_sets[o]->to_bits(bits, normal);
+        ranks_to_bits(split.accepted);
+        pt.accepted = std::make_shared<const TokenSet>(bits, table);
+      }
     }
+    out->num_uncertain += pt.uncertain.size();
   }
   out->compile_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,16 +1,18 @@
 // CompiledGrammar: a Grammar plus, for every byte-set position, the vocabulary split three ways
-// (the XGrammar idea): tokens accepted or rejected whatever the stack below the position's frame
-// holds, and the few "uncertain" ones whose bytes run past the end of the frame, which only the
-// real stack can decide. A mask at run time is then: the union over the state's tops of their
-// accepted sets, plus the uncertain tokens that the real automaton accepts.
+// (the XGrammar idea, token_classes.h): tokens accepted or rejected whatever the stack below the
+// position's known frames holds, and the few "uncertain" ones whose bytes run past those frames,
+// which only the real stack can decide. A mask at run time is then: the union over the state's
+// tops of their accepted sets, plus the uncertain tokens that the real automaton accepts.
 //
-// Classification of a token t from position p (automaton started at the single frame {p, bottom},
-// reaching the bottom = leaving the frame):
-//   accepted  : some path consumes all of t's bytes (leaving the frame only at the very end)
-//   uncertain : no such path, but some path leaves the frame with bytes of t still to match
-//   rejected  : every path dies inside the frame
-// Each set is stored as the smaller of its list and its complement, ids ascending; uncertain
-// tokens are kept as ranks of TokenTable::sorted() so the run-time check walks them as a trie.
+// Compiling, in two levels so that the vocabulary is walked once per position of the source:
+//   1. the parsed grammar (`source`): each byte-set position is classified from its frame plus
+//      the parents known there (a rule called from one place returns there), over every token;
+//   2. the grammar with call sites expanded (`grammar`, call_sites.h: every non-recursive rule
+//      has one caller, so the parents are known up to the root or a recursive rule): each copy
+//      of a source position re-walks only level 1's uncertain tokens from its longer frame.
+// Accepted sets are TokenSets (ids, complement or bitset, whichever is smallest); copies whose
+// level 2 added nothing share level 1's set. Uncertain tokens are kept as ranks of
+// TokenTable::sorted() so the run-time check walks them as a trie.
 //
 // Immutable after compile_grammar(): shared by every request that uses the grammar, from any
 // thread.
@@ -23,23 +25,27 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/token_classes.h"
 #include "grammar/token_table.h"
 
 namespace tessera::grammar {
 
 struct PositionTokens {
-  bool stores_rejected = false;    // `ids` lists the rejected tokens (else the accepted ones)
-  std::vector<int32_t> ids;        // ascending token ids
-  std::vector<int32_t> uncertain;  // ascending ranks in TokenTable::sorted()
+  std::shared_ptr<const TokenSet> accepted;  // null for positions that are not byte sets
+  std::vector<int32_t> uncertain;            // ascending ranks in TokenTable::sorted()
 };
 
 struct CompiledGrammar {
-  std::shared_ptr<const Grammar> grammar;
+  std::shared_ptr<const Grammar> source;   // as parsed (the twin RefMatcher runs this one)
+  std::shared_ptr<const Grammar> grammar;  // call sites expanded: what GrammarMatcher runs
   std::shared_ptr<const TokenTable> tokens;
-  std::vector<PositionTokens> positions;  // [num_positions]; empty for non-byte-set positions
-  double compile_seconds = 0.0;           // parse + classification
+  std::vector<PositionTokens> positions;  // [grammar->num_positions()]
+  double compile_seconds = 0.0;           // parse + expansion + classification
   size_t num_uncertain = 0;               // sum of uncertain tokens over positions (stats)
 };
+
+// Positions the call-site expansion may grow a grammar to (past it, rules stay shared).
+inline constexpr int32_t kMaxExpandedPositions = 1 << 16;
 
 // Parses and classifies. Errors are the parser's (kInvalidArgument with line and column).
 Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(

@@ -60,24 +60,14 @@ void GrammarMatcher::fill_mask(std::span<uint64_t> mask) {
   const TokenTable& tokens = *compiled_->tokens;
   const int32_t start = state();
   const auto normal = tokens.normal_mask();
-  // 1. Context-independent accepted sets of every top.
+  // 1. Context-independent accepted sets of every top (tops of one position share a set).
   candidates_.clear();
+  const TokenSet* last = nullptr;
   for (int32_t node : automaton_->members(start)) {
     if (node == StackAutomaton::kBottom) continue;
     const PositionTokens& pt = compiled_->positions[automaton_->node_position(node)];
-    if (pt.stores_rejected) {
-      // accepted = normal - rejected - uncertain; built in place with the bits of this top only.
-      std::vector<uint64_t>& top = top_words_;
-      top.assign(normal.begin(), normal.end());
-      for (int32_t id : pt.ids) top[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
-      for (int32_t r : pt.uncertain) {
-        const int32_t id = tokens.sorted()[r];
-        top[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
-      }
-      for (size_t w = 0; w < mask.size(); ++w) mask[w] |= top[w];
-    } else {
-      for (int32_t id : pt.ids) mask_set(mask, id);
-    }
+    if (pt.accepted.get() != last) pt.accepted->add_to(mask, normal, scratch_);
+    last = pt.accepted.get();
     candidates_.insert(candidates_.end(), pt.uncertain.begin(), pt.uncertain.end());
   }
   // 2. Uncertain tokens against the real stacks, in trie order, one state per prefix depth.
@@ -88,7 +78,7 @@ void GrammarMatcher::fill_mask(std::span<uint64_t> mask) {
   for (int32_t rank : candidates_) {
     const int32_t id = tokens.sorted()[rank];
     if (mask_test(mask, id)) continue;
-    const std::string_view bytes = tokens.bytes(id);
+    const std::string_view bytes = tokens.sorted_bytes(rank);
     size_t d = 0;
     const size_t reuse = std::min(prev.size(), path_.size() - 1);
     while (d < reuse && d < bytes.size() && prev[d] == bytes[d]) ++d;

@@ -53,7 +53,7 @@ class GrammarMatcher {
   std::shared_ptr<StackAutomaton> automaton_;
   std::vector<int32_t> history_;  // [1 + accepted tokens] automaton state ids (or kTerminated)
   std::vector<int32_t> candidates_, path_;  // fill_mask scratch
-  std::vector<uint64_t> top_words_;         // [mask words] fill_mask scratch
+  std::vector<uint64_t> scratch_;           // [mask words] fill_mask scratch
 };
 
 }  // namespace tessera::grammar

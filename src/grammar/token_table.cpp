@@ -20,13 +20,27 @@ TokenTable::TokenTable(TokenVocabulary vocab) : vocab_(std::move(vocab)) {
   std::sort(sorted_.begin(), sorted_.end(), [&](int32_t a, int32_t b) {
     return vocab_.bytes[a] != vocab_.bytes[b] ? vocab_.bytes[a] < vocab_.bytes[b] : a < b;
   });
+  const auto num = static_cast<int32_t>(sorted_.size());
+  offset_.assign(static_cast<size_t>(num) + 1, 0);
+  for (int32_t r = 0; r < num; ++r) {
+    arena_ += vocab_.bytes[sorted_[r]];
+    offset_[r + 1] = static_cast<uint32_t>(arena_.size());
+  }
   lcp_prev_.assign(sorted_.size(), 0);
-  for (size_t r = 1; r < sorted_.size(); ++r) {
-    const std::string& a = vocab_.bytes[sorted_[r - 1]];
-    const std::string& b = vocab_.bytes[sorted_[r]];
+  for (int32_t r = 1; r < num; ++r) {
+    const std::string_view a = sorted_bytes(r - 1), b = sorted_bytes(r);
     size_t k = 0;
     while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
     lcp_prev_[r] = static_cast<int32_t>(k);
+  }
+  // Right to left: the subtree of (r, d) ends where r + 1's does when r + 1 shares d bytes.
+  subtree_end_.assign(arena_.size(), num);
+  for (int32_t r = num - 1; r >= 0; --r) {
+    const int32_t len = static_cast<int32_t>(offset_[r + 1] - offset_[r]);
+    for (int32_t d = 1; d <= len; ++d) {
+      subtree_end_[offset_[r] + d - 1] =
+          r + 1 < num && lcp_prev_[r + 1] >= d ? subtree_end_[offset_[r + 1] + d - 1] : r + 1;
+    }
   }
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint8_t b) { h = (h ^ b) * 1099511628211ull; };
@@ -40,17 +54,6 @@ TokenTable::TokenTable(TokenVocabulary vocab) : vocab_(std::move(vocab)) {
 
 bool TokenTable::is_stop(int32_t id) const {
   return id >= 0 && id < vocab_size() && is_stop_[id];
-}
-
-int32_t TokenTable::subtree_end(int32_t rank, int32_t depth) const {
-  // Ranks after `rank` share the prefix while lcp_prev stays >= depth; binary search over the
-  // sorted strings for the first one past the prefix.
-  const std::string_view prefix = std::string_view(vocab_.bytes[sorted_[rank]]).substr(0, depth);
-  auto it = std::upper_bound(sorted_.begin() + rank, sorted_.end(), prefix,
-                             [&](std::string_view p, int32_t id) {
-                               return p < std::string_view(vocab_.bytes[id]).substr(0, p.size());
-                             });
-  return static_cast<int32_t>(it - sorted_.begin());
 }
 
 }  // namespace tessera::grammar

@@ -1,8 +1,11 @@
 // TokenTable: the vocabulary as the grammar engine sees it: each token's bytes, sorted so that
 // tokens sharing a prefix are neighbours (a trie laid out flat), and the stop tokens.
 //
-// Walking tokens in sorted order with one automaton state per prefix depth visits each trie node
-// once; the state of the common prefix with the previous token is reused (lcp_prev).
+// A trie node is (rank, depth): the first `depth` bytes of the token at `rank`; its subtree is
+// the rank range [rank', subtree_end(rank, depth)) of tokens with that prefix. Walking tokens
+// in sorted order with one automaton state per prefix depth visits each trie node once (the
+// state of the common prefix with the previous token is reused, lcp_prev), and a prefix that
+// dies skips its whole subtree with one table read.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -25,6 +28,9 @@ inline bool mask_test(std::span<const uint64_t> mask, int32_t id) {
 inline void mask_set(std::span<uint64_t> mask, int32_t id) {
   mask[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
 }
+inline void mask_clear(std::span<uint64_t> mask, int32_t id) {
+  mask[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
+}
 
 class TokenTable {
  public:
@@ -37,19 +43,30 @@ class TokenTable {
 
   // Tokens with bytes, sorted by bytes: sorted()[rank] = id.
   std::span<const int32_t> sorted() const { return sorted_; }
+  int32_t num_sorted() const { return static_cast<int32_t>(sorted_.size()); }
+  // The bytes of the token at `rank` (contiguous in rank order: walks stay in cache).
+  std::string_view sorted_bytes(int32_t rank) const {
+    return std::string_view(arena_).substr(offset_[rank], offset_[rank + 1] - offset_[rank]);
+  }
   // lcp_prev()[rank]: common prefix length with the token at rank - 1 (0 at rank 0).
   std::span<const int32_t> lcp_prev() const { return lcp_prev_; }
-  // First rank after `rank` whose token does not start with the first `depth` bytes of
-  // sorted()[rank] (the end of that trie subtree).
-  int32_t subtree_end(int32_t rank, int32_t depth) const;
+  // First rank after `rank` whose token does not start with the first `depth` bytes of the
+  // token at `rank` (the end of that trie subtree); 1 <= depth <= its length, or 0 (the end).
+  int32_t subtree_end(int32_t rank, int32_t depth) const {
+    return depth == 0 ? num_sorted() : subtree_end_[offset_[rank] + depth - 1];
+  }
   // The ids with bytes (every id that is neither empty nor a stop token), as a mask.
   std::span<const uint64_t> normal_mask() const { return normal_mask_; }
-  // A stable fingerprint of the bytes and stop ids (the grammar cache's key part).
+  // A stable fingerprint of the bytes and stop ids (FNV-1a; the grammar cache's key part and
+  // the XGrammar goldens' check that both sides read the same vocabulary).
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:
   TokenVocabulary vocab_;
   std::vector<int32_t> sorted_, lcp_prev_;
+  std::string arena_;                  // sorted tokens' bytes, concatenated
+  std::vector<uint32_t> offset_;       // [num_sorted + 1] into arena_
+  std::vector<int32_t> subtree_end_;   // [arena bytes]: subtree_end(rank, d) at offset_[rank] + d - 1
   std::vector<uint64_t> normal_mask_;
   std::vector<uint8_t> is_stop_;
   uint64_t fingerprint_ = 0;

@@ -1,0 +1,150 @@
+#include "grammar/call_sites.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tessera::grammar {
+namespace {
+
+// recursive[r]: r lies on a cycle of calls other than a self tail call (Tarjan, iterative).
+std::vector<uint8_t> recursive_rules(const Grammar& g) {
+  const auto n = static_cast<size_t>(g.num_rules());
+  std::vector<std::vector<int32_t>> callees(n);
+  std::vector<uint8_t> recursive(n, 0);
+  for (int32_t r = 0; r < g.num_rules(); ++r) {
+    for (int32_t start : g.rule_alts[r]) {
+      for (int32_t p = start; g.elements[p].kind != Element::kEnd; ++p) {
+        if (g.elements[p].kind != Element::kRule) continue;
+        const int32_t c = g.elements[p].index;
+        if (c == r) {
+          if (g.elements[p + 1].kind != Element::kEnd) recursive[r] = 1;  // non-tail self call
+          continue;
+        }
+        callees[r].push_back(c);
+      }
+    }
+  }
+  std::vector<int32_t> index(n, -1), low(n, 0), stack;
+  std::vector<uint8_t> on_stack(n, 0);
+  int32_t next_index = 0;
+  for (size_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    std::vector<std::pair<int32_t, size_t>> frames{{static_cast<int32_t>(root), 0}};
+    index[root] = low[root] = next_index++;
+    stack.push_back(static_cast<int32_t>(root));
+    on_stack[root] = 1;
+    while (!frames.empty()) {
+      auto& [r, e] = frames.back();
+      if (e < callees[r].size()) {
+        const int32_t c = callees[r][e++];
+        if (index[c] < 0) {
+          index[c] = low[c] = next_index++;
+          stack.push_back(c);
+          on_stack[c] = 1;
+          frames.push_back({c, 0});
+        } else if (on_stack[c]) {
+          low[r] = std::min(low[r], index[c]);
+        }
+        continue;
+      }
+      const int32_t done = r;
+      frames.pop_back();
+      if (!frames.empty()) low[frames.back().first] = std::min(low[frames.back().first], low[done]);
+      if (low[done] != index[done]) continue;
+      std::vector<int32_t> component;
+      for (int32_t m = -1; m != done;) {
+        m = stack.back();
+        stack.pop_back();
+        on_stack[m] = 0;
+        component.push_back(m);
+      }
+      if (component.size() > 1) {
+        for (int32_t m : component) recursive[m] = 1;
+      }
+    }
+  }
+  return recursive;
+}
+
+class Expander {
+ public:
+  Expander(const Grammar& source, int32_t max_positions)
+      : src_(source), max_positions_(max_positions), recursive_(recursive_rules(source)) {}
+
+  ExpandedGrammar run() {
+    out_.grammar.byte_sets = src_.byte_sets;
+    out_.grammar.root = shared(src_.root);
+    // Instances are filled in creation order; filling one may create more.
+    for (size_t i = 0; i < sources_.size(); ++i) fill(static_cast<int32_t>(i));
+    return std::move(out_);
+  }
+
+ private:
+  int32_t rule_size(int32_t r) const {
+    int32_t size = 0;
+    for (int32_t start : src_.rule_alts[r]) {
+      for (int32_t p = start;; ++p, ++size) {
+        if (src_.elements[p].kind == Element::kEnd) break;
+      }
+      ++size;
+    }
+    return size;
+  }
+
+  int32_t new_instance(int32_t r) {
+    const auto id = static_cast<int32_t>(sources_.size());
+    sources_.push_back(r);
+    const int32_t copies = ++copies_[r];
+    out_.grammar.rule_names.push_back(copies == 1 ? src_.rule_names[r]
+                                                  : src_.rule_names[r] + "@" + std::to_string(copies));
+    out_.grammar.rule_alts.emplace_back();
+    planned_ += rule_size(r);
+    return id;
+  }
+  // The one instance of r that every site without its own copy calls.
+  int32_t shared(int32_t r) {
+    auto [it, inserted] = shared_.emplace(r, -1);
+    if (inserted) it->second = new_instance(r);
+    return it->second;
+  }
+  int32_t callee(int32_t c) {
+    if (recursive_[c] || planned_ + rule_size(c) > max_positions_) return shared(c);
+    return new_instance(c);
+  }
+
+  void fill(int32_t id) {
+    const int32_t r = sources_[id];
+    Grammar& g = out_.grammar;
+    for (int32_t start : src_.rule_alts[r]) {
+      g.rule_alts[id].push_back(g.num_positions());
+      for (int32_t p = start;; ++p) {
+        Element el = src_.elements[p];
+        if (el.kind == Element::kRule) {
+          el.index = el.index == r && !recursive_[r] ? id : callee(el.index);
+        } else if (el.kind == Element::kEnd) {
+          el.index = id;
+        }
+        g.elements.push_back(el);
+        out_.origin.push_back(p);
+        if (el.kind == Element::kEnd) break;
+      }
+    }
+  }
+
+  const Grammar& src_;
+  const int32_t max_positions_;
+  const std::vector<uint8_t> recursive_;
+  ExpandedGrammar out_;
+  std::vector<int32_t> sources_;       // [instances] the source rule of each
+  std::map<int32_t, int32_t> shared_;  // source rule -> its shared instance
+  std::map<int32_t, int32_t> copies_;  // source rule -> instances so far (for names)
+  int32_t planned_ = 0;                // positions of every instance created
+};
+
+}  // namespace
+
+ExpandedGrammar expand_call_sites(const Grammar& source, int32_t max_positions) {
+  return Expander(source, max_positions).run();
+}
+
+}  // namespace tessera::grammar

@@ -1,0 +1,110 @@
+#include "grammar/token_classes.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace tessera::grammar {
+
+TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                           bool frame_is_end, const std::vector<int32_t>* candidates) {
+  const auto lcp_prev = tokens.lcp_prev();
+  const auto num = static_cast<int32_t>(candidates ? candidates->size() : tokens.num_sorted());
+  std::vector<int32_t> states{automaton.node_state(frame)};
+  std::vector<uint8_t> exited{0};  // exited[d]: the frame could be left before byte d
+  TokenSplit out;
+  std::string_view prev;
+  int32_t valid = 0;  // states[0..valid] hold the previous token's path
+  for (int32_t i = 0; i < num;) {
+    const int32_t rank = candidates ? (*candidates)[i] : i;
+    const std::string_view bytes = tokens.sorted_bytes(rank);
+    const auto len = static_cast<int32_t>(bytes.size());
+    if (static_cast<int32_t>(states.size()) <= len) {
+      states.resize(len + 1);
+      exited.resize(len + 1);
+    }
+    int32_t d = 0;
+    if (!candidates) {
+      d = std::min(rank == 0 ? 0 : lcp_prev[rank], valid);
+    } else {
+      while (d < valid && d < len && prev[d] == bytes[d]) ++d;
+    }
+    while (d < len && !automaton.is_dead(states[d])) {
+      exited[d + 1] = exited[d] || automaton.can_end(states[d]);
+      states[d + 1] = automaton.step(states[d], static_cast<uint8_t>(bytes[d]));
+      ++d;
+    }
+    valid = d;
+    prev = bytes;
+    if (d == len && !automaton.is_dead(states[d])) {
+      out.accepted.push_back(rank);
+      ++i;
+      continue;
+    }
+    // The prefix bytes[0, d) died: every token under it shares the verdict.
+    const bool uncertain = exited[d] && !frame_is_end;
+    const int32_t end = tokens.subtree_end(rank, d);
+    if (!candidates) {
+      for (; uncertain && i < end; ++i) out.uncertain.push_back(i);
+      i = end;
+      continue;
+    }
+    for (; i < num && (*candidates)[i] < end; ++i) {
+      if (uncertain) out.uncertain.push_back((*candidates)[i]);
+    }
+  }
+  return out;
+}
+
+TokenSet::TokenSet(std::span<const uint64_t> bits, const TokenTable& tokens) {
+  const auto normal = tokens.normal_mask();
+  size_t count = 0, num_normal = 0;
+  for (size_t w = 0; w < bits.size(); ++w) {
+    count += static_cast<size_t>(std::popcount(bits[w]));
+    num_normal += static_cast<size_t>(std::popcount(normal[w]));
+  }
+  size_ = count;
+  // A list of k ids costs 4k bytes, the bitset 8 per word.
+  const size_t list_limit = 2 * bits.size();
+  auto collect = [&](auto word_of) {
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint64_t x = word_of(w); x; x &= x - 1) {
+        ids_.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(x))));
+      }
+    }
+  };
+  if (count <= list_limit) {
+    form_ = Form::kIds;
+    collect([&](size_t w) { return bits[w]; });
+  } else if (num_normal - count <= list_limit) {
+    form_ = Form::kComplement;
+    collect([&](size_t w) { return normal[w] & ~bits[w]; });
+  } else {
+    form_ = Form::kBits;
+    bits_.assign(bits.begin(), bits.end());
+  }
+}
+
+void TokenSet::add_to(std::span<uint64_t> mask, std::span<const uint64_t> normal,
+                      std::vector<uint64_t>& scratch) const {
+  switch (form_) {
+    case Form::kIds:
+      for (int32_t id : ids_) mask_set(mask, id);
+      break;
+    case Form::kBits:
+      for (size_t w = 0; w < mask.size(); ++w) mask[w] |= bits_[w];
+      break;
+    case Form::kComplement:
+      scratch.assign(normal.begin(), normal.end());
+      for (int32_t id : ids_) mask_clear(scratch, id);
+      for (size_t w = 0; w < mask.size(); ++w) mask[w] |= scratch[w];
+      break;
+  }
+}
+
+void TokenSet::to_bits(std::span<uint64_t> bits, std::span<const uint64_t> normal) const {
+  std::fill(bits.begin(), bits.end(), 0);
+  std::vector<uint64_t> scratch;
+  add_to(bits, normal, scratch);
+}
+
+}  // namespace tessera::grammar

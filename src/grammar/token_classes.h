@@ -1,0 +1,53 @@
+// Token classes: which tokens of the vocabulary a frame accepts, rejects, or leaves to the
+// stack below it (the XGrammar split), and the adaptive sets that store them.
+//
+// A frame is a stack node {position, known parents} of a StackAutomaton; `frame_is_end` says
+// the known parents reach the true bottom (the root, entered only at the start), so leaving
+// them means the output is over. A token, walked byte by byte from the frame, is
+//   accepted  : some path consumes all of its bytes (leaving the frame only at the very end)
+//   uncertain : no such path, but some path leaves the frame with bytes still to match
+//               (never when frame_is_end: nothing can follow the end)
+//   rejected  : every path dies inside the frame
+// Tokens are walked in trie order (TokenTable): a prefix that dies decides its whole subtree.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "grammar/stack_automaton.h"
+#include "grammar/token_table.h"
+
+namespace tessera::grammar {
+
+struct TokenSplit {
+  std::vector<int32_t> accepted;   // ranks in TokenTable::sorted(), ascending
+  std::vector<int32_t> uncertain;  // ranks, ascending
+};
+
+// Walks every token (candidates == nullptr) or only the ascending ranks in *candidates.
+TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                           bool frame_is_end, const std::vector<int32_t>* candidates);
+
+// A set of token ids stored in whichever form is smallest (XGrammar's adaptive mask cache):
+// the ids, the normal ids not in it (TokenTable::normal_mask()), or a bitset.
+class TokenSet {
+ public:
+  enum class Form : uint8_t { kIds, kComplement, kBits };
+  // From a bitset over ids ([mask_words] words, only normal tokens set).
+  TokenSet(std::span<const uint64_t> bits, const TokenTable& tokens);
+
+  Form form() const { return form_; }
+  size_t size() const { return size_; }
+  // mask |= this set. `scratch` is [mask words] (used by kComplement).
+  void add_to(std::span<uint64_t> mask, std::span<const uint64_t> normal,
+              std::vector<uint64_t>& scratch) const;
+  void to_bits(std::span<uint64_t> bits, std::span<const uint64_t> normal) const;
+
+ private:
+  Form form_ = Form::kIds;
+  size_t size_ = 0;
+  std::vector<int32_t> ids_;    // kIds: members; kComplement: normal ids that are not members
+  std::vector<uint64_t> bits_;  // kBits
+};
+
+}  // namespace tessera::grammar
