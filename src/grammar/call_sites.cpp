@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 namespace tessera::grammar {
 namespace {
@@ -66,6 +67,97 @@ std::vector<uint8_t> recursive_rules(const Grammar& g) {
   return recursive;
 }
 
+// Chains of x{0,n}: see call_sites.h. rule_class[r] equal for rules of equal language.
+class Chains {
+ public:
+  Chains(const Grammar& g, std::span<const int32_t> rule_class) : g_(g), class_(rule_class) {
+    sites_.assign(static_cast<size_t>(g.num_rules()), 0);
+    sites_[g.root] = 1;  // entered at the start
+    for (int32_t r = 0; r < g.num_rules(); ++r) {
+      for (int32_t start : g.rule_alts[r]) {
+        for (int32_t p = start; g.elements[p].kind != Element::kEnd; ++p) {
+          const Element& el = g.elements[p];
+          const bool self_tail = el.index == r && g.elements[p + 1].kind == Element::kEnd;
+          if (el.kind == Element::kRule && !self_tail) ++sites_[el.index];
+        }
+      }
+    }
+    state_.assign(sites_.size(), kUnchecked);
+    tighter_.assign(static_cast<size_t>(g.num_positions()), -1);
+  }
+
+  // Every item x directly followed by a call to a link L with the same x (inside a chain, or
+  // the last mandatory copy of x{m,n}) pairs with L's item: x L ... contains x L' ... .
+  std::vector<int32_t> run() {
+    for (int32_t p = 0; p + 1 < g_.num_positions(); ++p) {
+      const Element& next = g_.elements[p + 1];
+      if (g_.elements[p].kind == Element::kEnd || next.kind != Element::kRule) continue;
+      if (!is_link(next.index)) continue;
+      const int32_t item = g_.rule_alts[next.index][0];
+      if (same_item(p, item)) pair_items(p, item);
+    }
+    return std::move(tighter_);
+  }
+
+ private:
+  // A link has alternatives [x, L'] and [] where L' is a link with the same x, or [x] and []
+  // (the last link), and one caller: L(link) contains L(L') (and "", for the last).
+  enum : int8_t { kUnchecked, kNotLink, kLast, kInner };
+  bool is_link(int32_t r) {
+    if (state_[r] == kUnchecked) {
+      state_[r] = kNotLink;  // provisional: a cycle of calls is no chain
+      state_[r] = check_link(r);
+    }
+    return state_[r] != kNotLink;
+  }
+  int8_t check_link(int32_t r) {
+    const auto& alts = g_.rule_alts[r];
+    if (sites_[r] != 1 || alts.size() != 2 || g_.elements[alts[1]].kind != Element::kEnd) return kNotLink;
+    const int32_t a = alts[0];
+    if (g_.elements[a].kind == Element::kEnd) return kNotLink;
+    if (g_.elements[a + 1].kind == Element::kEnd) return kLast;
+    const Element& next = g_.elements[a + 1];
+    if (next.kind != Element::kRule || g_.elements[a + 2].kind != Element::kEnd) return kNotLink;
+    if (next.index == r || !is_link(next.index)) return kNotLink;
+    return same_item(a, g_.rule_alts[next.index][0]) ? kInner : kNotLink;
+  }
+  bool same_item(int32_t a, int32_t b) const {
+    const Element& x = g_.elements[a];
+    const Element& y = g_.elements[b];
+    if (x.kind != y.kind) return false;
+    return x.kind == Element::kBytes ? x.index == y.index : class_[x.index] == class_[y.index];
+  }
+  // tighter[] for the item at a and its copy at b, and for everything copied below them; a
+  // rule they share, or one with other callers, keeps its own frames.
+  void pair_items(int32_t a, int32_t b) {
+    const Element& x = g_.elements[a];
+    const Element& y = g_.elements[b];
+    if (x.kind == Element::kBytes) {
+      tighter_[a] = b;
+      return;
+    }
+    if (x.index == y.index || sites_[x.index] != 1 || sites_[y.index] != 1) return;
+    // An instance's alternatives are contiguous, and two copies of one rule have one layout.
+    const int32_t start_a = g_.rule_alts[x.index][0], start_b = g_.rule_alts[y.index][0];
+    int32_t end_a = g_.rule_alts[x.index].back();
+    while (g_.elements[end_a].kind != Element::kEnd) ++end_a;
+    for (int32_t i = 0; start_a + i < end_a; ++i) {
+      const Element& e = g_.elements[start_a + i];
+      if (e.kind == Element::kBytes) {
+        tighter_[start_a + i] = start_b + i;
+      } else if (e.kind == Element::kRule && e.index != x.index) {
+        pair_items(start_a + i, start_b + i);
+      }
+    }
+  }
+
+  const Grammar& g_;
+  std::span<const int32_t> class_;
+  std::vector<int32_t> sites_;
+  std::vector<int8_t> state_;
+  std::vector<int32_t> tighter_;
+};
+
 class Expander {
  public:
   Expander(const Grammar& source, int32_t max_positions)
@@ -76,6 +168,7 @@ class Expander {
     out_.grammar.root = shared(src_.root);
     // Instances are filled in creation order; filling one may create more.
     for (size_t i = 0; i < sources_.size(); ++i) fill(static_cast<int32_t>(i));
+    out_.tighter = tighter_positions(out_.grammar, sources_);
     return std::move(out_);
   }
 
@@ -142,6 +235,10 @@ class Expander {
 };
 
 }  // namespace
+
+std::vector<int32_t> tighter_positions(const Grammar& g, std::span<const int32_t> rule_class) {
+  return Chains(g, rule_class).run();
+}
 
 ExpandedGrammar expand_call_sites(const Grammar& source, int32_t max_positions) {
   return Expander(source, max_positions).run();

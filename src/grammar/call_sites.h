@@ -13,8 +13,17 @@
 // a self tail call `R ::= x R | ""` is a loop, not recursion) keep one shared instance; their
 // callees are still cloned per site within it. When the copy would pass `max_positions`, the
 // remaining calls go to one shared instance per rule: masks stay exact, only slower.
+//
+// Counted repetition `x{m,n}` parses into m copies of x and a chain of links
+// O_k ::= x O_k+1 | "" (the last one x | ""), so L(O_k) contains L(O_k+1), and a position inside
+// a copy of x followed by a call of O_k has a frame whose language contains that of the same
+// position inside O_k's x (whose parent is the same: O_k+1 is a tail call). `tighter` records
+// those pairs: every token accepted at the tighter position is accepted here, so compiling
+// walks only the rest (80 copies of a JSON string character for maxLength 80 would otherwise
+// each walk the vocabulary).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -23,9 +32,15 @@ namespace tessera::grammar {
 
 struct ExpandedGrammar {
   Grammar grammar;
-  std::vector<int32_t> origin;  // [grammar.num_positions()] the same position in the source
+  std::vector<int32_t> origin;   // [grammar.num_positions()] the same position in the source
+  std::vector<int32_t> tighter;  // [grammar.num_positions()] the position one link deeper, > p
+                                 // (its frame's language is contained in p's), or -1
 };
 
 ExpandedGrammar expand_call_sites(const Grammar& source, int32_t max_positions);
+
+// The `tighter` pairs of any grammar; rules with equal rule_class[r] have equal languages (the
+// copies of one source rule; for a parsed grammar, r itself).
+std::vector<int32_t> tighter_positions(const Grammar& g, std::span<const int32_t> rule_class);
 
 }  // namespace tessera::grammar

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "grammar/call_sites.h"
 #include "grammar/stack_automaton.h"
@@ -110,42 +111,111 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     for (int32_t r : ranks) mask_set(bits, sorted[r]);
   };
 
-  // Level 1: every token from each source position's frame.
+  // Which positions are tighter ones (call_sites.h), in each grammar; level 1 keeps the full
+  // accepted ranks of those and of the origins of level 2's.
   StackAutomaton src_automaton(out->source);
   KnownParents src_known(src, src_automaton);
-  std::vector<TokenSplit> level1(static_cast<size_t>(src.num_positions()));
-  std::vector<std::shared_ptr<const TokenSet>> level1_sets(level1.size());
-  for (int32_t p = 0; p < src.num_positions(); ++p) {
-    if (src.elements[p].kind != Element::kBytes) continue;
-    const Frame f = frame_of(p, src_known, src_automaton);
-    level1[p] = classify_tokens(src_automaton, table, f.node, f.is_end, nullptr);
-    if (src_automaton.overflowed()) return too_ambiguous();
-    std::fill(bits.begin(), bits.end(), 0);
-    ranks_to_bits(level1[p].accepted);
-    level1_sets[p] = std::make_shared<const TokenSet>(bits, table);
-    std::vector<int32_t>().swap(level1[p].accepted);
+  std::vector<int32_t> identity(static_cast<size_t>(src.num_rules()));
+  for (int32_t r = 0; r < src.num_rules(); ++r) identity[r] = r;
+  const std::vector<int32_t> src_tighter = tighter_positions(src, identity);
+  std::vector<uint8_t> keep1(static_cast<size_t>(src.num_positions()), 0);
+  std::vector<uint8_t> keep2(static_cast<size_t>(g.num_positions()), 0);
+  for (int32_t t : src_tighter) {
+    if (t >= 0) keep1[t] = 1;
+  }
+  for (int32_t t : expanded.tighter) {
+    if (t >= 0) keep2[t] = 1, keep1[expanded.origin[t]] = 1;
   }
 
-  // Level 2: each copy re-walks the source position's uncertain tokens from its own frame.
+  // Level 1: every token from each source position's frame, less those its tighter position
+  // (compiled first: tighter > p) accepted; the tighter set is contained in this one's.
+  std::vector<std::vector<int32_t>> uncertain1(static_cast<size_t>(src.num_positions()));
+  std::vector<std::shared_ptr<const TokenSet>> level1_sets(uncertain1.size());
+  std::vector<std::vector<uint64_t>> acc1(uncertain1.size());  // rank bits, where kept
+  for (int32_t p = src.num_positions() - 1; p >= 0; --p) {
+    if (src.elements[p].kind != Element::kBytes) continue;
+    const int32_t t = src_tighter[p];
+    const bool use_tighter = t > p && !acc1[t].empty();
+    std::vector<uint64_t> candidates;
+    if (use_tighter) {
+      candidates = all_ranks(table);
+      for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc1[t][w];
+    }
+    const Frame f = frame_of(p, src_known, src_automaton);
+    TokenSplit split = classify_tokens(src_automaton, table, f.node, f.is_end,
+                                       use_tighter ? &candidates : nullptr);
+    if (src_automaton.overflowed()) return too_ambiguous();
+    std::fill(bits.begin(), bits.end(), 0);
+    size_t count = split.accepted.size();  // disjoint from the tighter set
+    if (use_tighter) level1_sets[t]->to_bits(bits, normal), count += level1_sets[t]->size();
+    ranks_to_bits(split.accepted);
+    level1_sets[p] = std::make_shared<const TokenSet>(bits, count, table);
+    if (keep1[p]) {
+      acc1[p] = use_tighter ? acc1[t] : std::vector<uint64_t>(mask_words(table.num_sorted()), 0);
+      for (int32_t r : split.accepted) mask_set(acc1[p], r);
+    }
+    uncertain1[p] = std::move(split.uncertain);
+  }
+
+  out->level1_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Level 2: each copy re-walks the source position's uncertain tokens from its own frame,
+  // less those its tighter position (one link deeper in x{m,n}, compiled first) accepted.
   out->positions.resize(static_cast<size_t>(g.num_positions()));
   StackAutomaton automaton(out->grammar);
   KnownParents known(g, automaton);
+  std::vector<std::vector<uint64_t>> acc2(static_cast<size_t>(g.num_positions()));
+  // Level 1's uncertain ranks as bits, per origin while copies of it remain to be compiled.
+  std::vector<std::vector<uint64_t>> uncertain1_bits(uncertain1.size());
+  std::vector<int32_t> copies_left(uncertain1.size(), 0);
   for (int32_t p = 0; p < g.num_positions(); ++p) {
+    if (g.elements[p].kind == Element::kBytes) ++copies_left[expanded.origin[p]];
+  }
+  std::vector<uint64_t> more(bits.size());
+  for (int32_t p = g.num_positions() - 1; p >= 0; --p) {
     if (g.elements[p].kind != Element::kBytes) continue;
     const int32_t o = expanded.origin[p];
     PositionTokens& pt = out->positions[p];
     pt.accepted = level1_sets[o];
-    if (!level1[o].uncertain.empty()) {
-      const Frame f = frame_of(p, known, automaton);
-      TokenSplit split = classify_tokens(automaton, table, f.node, f.is_end, &level1[o].uncertain);
-      if (automaton.overflowed()) return too_ambiguous();
-      pt.uncertain = std::move(split.uncertain);
-      if (!split.accepted.empty()) {
-        level1_sets[o]->to_bits(bits, normal);
-        ranks_to_bits(split.accepted);
-        pt.accepted = std::make_shared<const TokenSet>(bits, table);
-      }
+    if (uncertain1[o].empty()) {
+      if (keep2[p]) acc2[p] = acc1[o];
+      continue;
     }
+    const int32_t t = expanded.tighter[p];
+    const bool use_tighter = t > p && !acc2[t].empty();
+    if (uncertain1_bits[o].empty()) uncertain1_bits[o] = rank_bits(table, uncertain1[o]);
+    std::vector<uint64_t> candidates = uncertain1_bits[o];
+    if (--copies_left[o] == 0) std::vector<uint64_t>().swap(uncertain1_bits[o]);
+    if (use_tighter) {
+      for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc2[t][w];
+    }
+    const Frame f = frame_of(p, known, automaton);
+    TokenSplit split = classify_tokens(automaton, table, f.node, f.is_end, &candidates);
+    if (automaton.overflowed()) return too_ambiguous();
+    out->num_rewalked += split.accepted.size() + split.uncertain.size();
+    // accepted = level 1's, the tighter position's (same origin: contains level 1's), new ones
+    if (use_tighter && split.accepted.empty() && expanded.origin[t] == o) {
+      pt.accepted = out->positions[t].accepted;
+    } else if (use_tighter || !split.accepted.empty()) {
+      if (use_tighter) out->positions[t].accepted->to_bits(bits, normal);
+      if (use_tighter && expanded.origin[t] != o) {
+        level1_sets[o]->to_bits(more, normal);
+        for (size_t w = 0; w < bits.size(); ++w) bits[w] |= more[w];
+      } else if (!use_tighter) {
+        level1_sets[o]->to_bits(bits, normal);
+      }
+      ranks_to_bits(split.accepted);
+      pt.accepted = std::make_shared<const TokenSet>(bits, count_bits(bits), table);
+    }
+    if (keep2[p]) {
+      acc2[p] = acc1[o];
+      if (use_tighter) {
+        for (size_t w = 0; w < acc2[p].size(); ++w) acc2[p][w] |= acc2[t][w];
+      }
+      for (int32_t r : split.accepted) mask_set(acc2[p], r);
+    }
+    if (use_tighter) std::vector<uint64_t>().swap(acc2[t]);
+    pt.uncertain = std::move(split.uncertain);
     out->num_uncertain += pt.uncertain.size();
   }
   out->compile_seconds =

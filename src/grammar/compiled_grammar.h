@@ -42,6 +42,8 @@ struct CompiledGrammar {
   std::vector<PositionTokens> positions;  // [grammar->num_positions()]
   double compile_seconds = 0.0;           // parse + expansion + classification
   size_t num_uncertain = 0;               // sum of uncertain tokens over positions (stats)
+  double level1_seconds = 0.0;            // stats: the whole-vocabulary walks
+  size_t num_rewalked = 0;                // stats: tokens level 2 accepted or left uncertain
 };
 
 // Positions the call-site expansion may grow a grammar to (past it, rules stay shared).

@@ -1,6 +1,7 @@
 #include "grammar/stack_automaton.h"
 
 #include <algorithm>
+#include <map>
 
 namespace tessera::grammar {
 
@@ -19,8 +20,21 @@ StackAutomaton::StackAutomaton(std::shared_ptr<const Grammar> grammar)
   nodes_.push_back({-1, -1});  // kBottom
   mark_.push_back(0);
   members_.emplace_back();     // kDeadState
+  can_end_.push_back(0);
   state_ids_.emplace(std::vector<int32_t>{}, kDeadState);
-  transitions_.assign(256, kDeadState);
+  // Byte classes: bytes with the same membership in every byte set.
+  std::map<std::vector<uint32_t>, uint16_t> classes;
+  const auto& sets = grammar_->byte_sets;
+  for (int b = 0; b < 256; ++b) {
+    std::vector<uint32_t> signature((sets.size() + 31) / 32, 0);
+    for (size_t i = 0; i < sets.size(); ++i) {
+      if (sets[i].test(static_cast<uint8_t>(b))) signature[i / 32] |= uint32_t{1} << (i % 32);
+    }
+    auto [it, inserted] = classes.emplace(std::move(signature), static_cast<uint16_t>(classes.size()));
+    class_of_[b] = it->second;
+  }
+  num_classes_ = classes.size();
+  transitions_.assign(num_classes_, kDeadState);
 }
 
 int32_t StackAutomaton::node(int32_t position, int32_t parent) {
@@ -88,8 +102,9 @@ int32_t StackAutomaton::intern_scratch() {
   }
   const auto id = static_cast<int32_t>(members_.size());
   members_.push_back(scratch_);
+  can_end_.push_back(scratch_[0] == kBottom);
   state_ids_.emplace(scratch_, id);
-  transitions_.resize(transitions_.size() + 256, -1);
+  transitions_.resize(transitions_.size() + num_classes_, -1);
   scratch_.clear();
   return id;
 }
@@ -111,7 +126,8 @@ int32_t StackAutomaton::node_state(int32_t n) {
 }
 
 int32_t StackAutomaton::step(int32_t state, uint8_t byte) {
-  int32_t& slot = transitions_[static_cast<size_t>(state) * 256 + byte];
+  const size_t index = static_cast<size_t>(state) * num_classes_ + class_of_[byte];
+  int32_t& slot = transitions_[index];
   if (slot >= 0) return slot;
   ++stamp_;
   scratch_.clear();
@@ -125,7 +141,7 @@ int32_t StackAutomaton::step(int32_t state, uint8_t byte) {
     }
   }
   const int32_t next = intern_scratch();
-  transitions_[static_cast<size_t>(state) * 256 + byte] = next;  // slot may have moved
+  transitions_[index] = next;  // slot may have moved
   return next;
 }
 

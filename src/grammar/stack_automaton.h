@@ -10,7 +10,9 @@
 //
 // A state is the set of stack tops that are possible after the bytes so far: nodes whose
 // position is a byte set, plus node 0 when every frame could be closed. States are interned
-// (sorted node ids -> state id), and step(state, byte) is memoized in a [states][256] table, so
+// (sorted node ids -> state id), and step(state, byte) is memoized in a [states][byte classes]
+// table (bytes that lie in exactly the same byte sets of the grammar step alike: a JSON grammar
+// has a few dozen classes, so a new state costs that many closures, not 256), so
 // once the automaton has seen a stack context, advancing is one array read. State 0 is dead (the
 // empty set). Advance, rollback and fork of a matcher are then integers: a state id per token.
 //
@@ -20,6 +22,7 @@
 //
 // Not thread-safe: one thread at a time (the matchers of one request, or one compile).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -53,9 +56,7 @@ class StackAutomaton {
 
   bool is_dead(int32_t state) const { return state == kDeadState; }
   // True when the empty stack is among the state's possibilities (the grammar can end here).
-  bool can_end(int32_t state) const {
-    return !members_[state].empty() && members_[state][0] == kBottom;
-  }
+  bool can_end(int32_t state) const { return can_end_[state] != 0; }
   // Sorted node ids: byte-set tops (and node 0 first when can_end).
   std::span<const int32_t> members(int32_t state) const { return members_[state]; }
   int32_t node_position(int32_t node) const { return nodes_[node].position; }
@@ -81,7 +82,10 @@ class StackAutomaton {
   std::unordered_map<uint64_t, int32_t> node_ids_;
   std::vector<std::vector<int32_t>> members_;               // [states] sorted node ids
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> state_ids_;
-  std::vector<int32_t> transitions_;                        // [states * 256], -1 = not built yet
+  std::vector<int32_t> transitions_;                        // [states * num_classes_], -1 = not built yet
+  std::array<uint16_t, 256> class_of_{};                    // byte -> its class
+  size_t num_classes_ = 0;
+  std::vector<uint8_t> can_end_;                            // [states] members_ starts with kBottom
   std::vector<uint32_t> mark_;                              // [nodes] closure visit stamps
   uint32_t stamp_ = 0;
   std::vector<int32_t> scratch_, work_;

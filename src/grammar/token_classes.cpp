@@ -5,17 +5,33 @@
 
 namespace tessera::grammar {
 
+namespace {
+
+// The first rank >= from set in `bits` (`end` when none below it).
+int32_t next_rank(const std::vector<uint64_t>& bits, int32_t from, int32_t end) {
+  if (from >= end) return end;
+  size_t w = static_cast<size_t>(from) >> 6;
+  uint64_t word = bits[w] & (~uint64_t{0} << (from & 63));
+  while (word == 0) {
+    if (++w >= bits.size()) return end;
+    word = bits[w];
+  }
+  return std::min(end, static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word))));
+}
+
+}  // namespace
+
 TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
-                           bool frame_is_end, const std::vector<int32_t>* candidates) {
+                           bool frame_is_end, const std::vector<uint64_t>* candidates) {
   const auto lcp_prev = tokens.lcp_prev();
-  const auto num = static_cast<int32_t>(candidates ? candidates->size() : tokens.num_sorted());
+  const int32_t num = tokens.num_sorted();
+  auto next = [&](int32_t from) { return candidates ? next_rank(*candidates, from, num) : from; };
   std::vector<int32_t> states{automaton.node_state(frame)};
   std::vector<uint8_t> exited{0};  // exited[d]: the frame could be left before byte d
   TokenSplit out;
   std::string_view prev;
   int32_t valid = 0;  // states[0..valid] hold the previous token's path
-  for (int32_t i = 0; i < num;) {
-    const int32_t rank = candidates ? (*candidates)[i] : i;
+  for (int32_t rank = next(0); rank < num;) {
     const std::string_view bytes = tokens.sorted_bytes(rank);
     const auto len = static_cast<int32_t>(bytes.size());
     if (static_cast<int32_t>(states.size()) <= len) {
@@ -37,31 +53,46 @@ TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, 
     prev = bytes;
     if (d == len && !automaton.is_dead(states[d])) {
       out.accepted.push_back(rank);
-      ++i;
+      rank = next(rank + 1);
       continue;
     }
     // The prefix bytes[0, d) died: every token under it shares the verdict.
-    const bool uncertain = exited[d] && !frame_is_end;
     const int32_t end = tokens.subtree_end(rank, d);
-    if (!candidates) {
-      for (; uncertain && i < end; ++i) out.uncertain.push_back(i);
-      i = end;
-      continue;
+    if (exited[d] && !frame_is_end) {
+      for (; rank < end; rank = next(rank + 1)) out.uncertain.push_back(rank);
     }
-    for (; i < num && (*candidates)[i] < end; ++i) {
-      if (uncertain) out.uncertain.push_back((*candidates)[i]);
-    }
+    rank = next(end);
   }
   return out;
 }
 
-TokenSet::TokenSet(std::span<const uint64_t> bits, const TokenTable& tokens) {
-  const auto normal = tokens.normal_mask();
-  size_t count = 0, num_normal = 0;
-  for (size_t w = 0; w < bits.size(); ++w) {
-    count += static_cast<size_t>(std::popcount(bits[w]));
-    num_normal += static_cast<size_t>(std::popcount(normal[w]));
+std::vector<uint64_t> all_ranks(const TokenTable& tokens) {
+  const int32_t num = tokens.num_sorted();
+  std::vector<uint64_t> bits(mask_words(num), ~uint64_t{0});
+  if (num % 64) bits.back() = (uint64_t{1} << (num % 64)) - 1;
+  return bits;
+}
+
+std::vector<uint64_t> rank_bits(const TokenTable& tokens, const std::vector<int32_t>& ranks) {
+  std::vector<uint64_t> bits(mask_words(tokens.num_sorted()), 0);
+  for (int32_t r : ranks) mask_set(bits, r);
+  return bits;
+}
+
+size_t count_bits(std::span<const uint64_t> bits) {
+  size_t n = 0;
+  for (uint64_t x : bits) {
+    x -= (x >> 1) & 0x5555555555555555ull;
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    n += static_cast<size_t>((x * 0x0101010101010101ull) >> 56);
   }
+  return n;
+}
+
+TokenSet::TokenSet(std::span<const uint64_t> bits, size_t count, const TokenTable& tokens) {
+  const auto normal = tokens.normal_mask();
+  const auto num_normal = static_cast<size_t>(tokens.num_sorted());
   size_ = count;
   // A list of k ids costs 4k bytes, the bitset 8 per word.
   const size_t list_limit = 2 * bits.size();

@@ -24,17 +24,25 @@ struct TokenSplit {
   std::vector<int32_t> uncertain;  // ranks, ascending
 };
 
-// Walks every token (candidates == nullptr) or only the ascending ranks in *candidates.
+// Walks every token (candidates == nullptr) or only the ranks set in *candidates, a bitset
+// over ranks ([mask_words(num_sorted)] words): a dead prefix skips its subtree in O(words).
 TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
-                           bool frame_is_end, const std::vector<int32_t>* candidates);
+                           bool frame_is_end, const std::vector<uint64_t>* candidates);
+
+// Rank bitsets: all ranks, ranks of a list.
+std::vector<uint64_t> all_ranks(const TokenTable& tokens);
+std::vector<uint64_t> rank_bits(const TokenTable& tokens, const std::vector<int32_t>& ranks);
+// Bits set (SWAR: the build targets x86-64 without popcnt, where std::popcount is a call).
+size_t count_bits(std::span<const uint64_t> bits);
 
 // A set of token ids stored in whichever form is smallest (XGrammar's adaptive mask cache):
 // the ids, the normal ids not in it (TokenTable::normal_mask()), or a bitset.
 class TokenSet {
  public:
   enum class Form : uint8_t { kIds, kComplement, kBits };
-  // From a bitset over ids ([mask_words] words, only normal tokens set).
-  TokenSet(std::span<const uint64_t> bits, const TokenTable& tokens);
+  // From a bitset over ids ([mask_words] words, only normal tokens set) with `count` bits set
+  // (known to the caller: the build has no popcnt instruction to count them cheaply).
+  TokenSet(std::span<const uint64_t> bits, size_t count, const TokenTable& tokens);
 
   Form form() const { return form_; }
   size_t size() const { return size_; }
