@@ -105,8 +105,8 @@ void Connection::on_body(error_code ec) {
   }
   if (ec && timed_out_) {
     return fail_request({ErrorType::kRequestTimeout,
-                         fmt::format("The request body did not arrive within {} s",
-                                     std::chrono::duration_cast<std::chrono::seconds>(limits_.body_timeout).count()),
+                         fmt::format("The request body did not arrive within {:g} s",
+                                     static_cast<double>(limits_.body_timeout.count()) / 1000.0),
                          ""});
   }
   if (ec && is_http_error(ec) && ec != http::error::end_of_stream && ec != http::error::partial_message) {

@@ -54,6 +54,7 @@ struct HttpServer::Impl final : ConnectionHost {
     state.id_salt = std::random_device{}() * 0x100000001B3ull ^ std::random_device{}();
     limits.max_body_bytes = state.config.max_body_bytes;
     limits.header_timeout = std::chrono::milliseconds(state.config.header_timeout_ms);
+    limits.body_timeout = std::chrono::milliseconds(state.config.body_timeout_ms);
   }
 
   void accept() {

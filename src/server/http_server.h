@@ -40,6 +40,7 @@ struct ServerConfig {
                                         // holds one while it runs; idle connections hold none)
   int32_t num_io_threads = 2;           // threads running the connections' asynchronous I/O
   int32_t header_timeout_ms = 10000;    // a request's headers must arrive within this (slowloris)
+  int32_t body_timeout_ms = 30000;      // and its body within this after them (408 past it)
   int32_t stream_poll_ms = 50;          // how long a stream waits for engine output per pull
   int32_t keep_alive_interval_ms = 1000;  // SSE comment after this much silence (detects gone clients)
   ProtocolLimits limits;
