@@ -73,6 +73,11 @@ struct ModelInfo {
   int32_t num_kv_blocks = 0;
   int32_t block_size = 0;
   double max_concurrency = 0.0;           // full-context requests the cache holds at once
+  std::string kv_dtype;                   // "f16" | "f32" | "q8"
+  bool enable_prefix_caching = false;
+  // Scheduling in force.
+  int32_t max_num_seqs = 0;               // sequences in one step at most (max running requests)
+  int32_t max_num_batched_tokens = 0;     // tokens in one step at most
 };
 
 // A chat as the OpenAI API sends it, for the model's own chat template. JSON text: the server

@@ -25,6 +25,9 @@ struct MetricsSnapshot {
   int32_t num_kv_blocks_total = 0;
   int32_t num_kv_blocks_free = 0;
   int32_t num_kv_blocks_cached = 0;
+  int32_t num_kv_blocks_used = 0;        // held by at least one request
+  int64_t num_waiting_uncached_tokens = 0;  // tokens of waiting requests not yet computed (prefix
+                                            // matches are found at admission, so not subtracted)
   // Counters.
   int64_t prefix_cache_queries = 0;      // prompt tokens looked up
   int64_t prefix_cache_hits = 0;         // of those, served from the cache

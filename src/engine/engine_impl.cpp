@@ -89,6 +89,10 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   info.num_kv_blocks = num_blocks - 1;
   info.block_size = config.block_size;
   info.max_concurrency = static_cast<double>(num_blocks - 1) * config.block_size / max_model_len;
+  info.kv_dtype = kv_dtype_name(d.kv_dtype);
+  info.enable_prefix_caching = config.enable_prefix_caching;
+  info.max_num_seqs = d.scheduler.max_num_seqs;
+  info.max_num_batched_tokens = d.scheduler.max_num_batched_tokens;
   if (config.verbose) {
     std::fprintf(stderr,
                  "tessera: model %s (%s; %d query heads), %d threads, kernels %s\n"

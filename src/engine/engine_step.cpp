@@ -243,6 +243,8 @@ void EngineImpl::publish_metrics() {
   m.num_kv_blocks_total = st.kv.num_blocks_total;
   m.num_kv_blocks_free = st.kv.num_blocks_free;
   m.num_kv_blocks_cached = st.kv.num_blocks_cached;
+  m.num_kv_blocks_used = st.kv.num_blocks_used;
+  m.num_waiting_uncached_tokens = st.num_waiting_uncached_tokens;
   m.prefix_cache_queries = st.kv.prefix_query_tokens;
   m.prefix_cache_hits = st.kv.prefix_hit_tokens;
   m.num_preemptions = st.num_preemptions;

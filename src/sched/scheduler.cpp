@@ -356,6 +356,10 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.num_running = num_running();
   s.num_waiting = num_waiting();
+  for (int64_t id : waiting_) {
+    const Request& r = requests_.at(id);
+    s.num_waiting_uncached_tokens += std::max(0, r.num_tokens() - r.num_computed_tokens);
+  }
   s.kv = kv_.stats();
   s.num_preemptions = num_preemptions_;
   s.num_steps = num_steps_;

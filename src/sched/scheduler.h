@@ -62,6 +62,7 @@ Status validate_scheduler_config(const SchedulerConfig& config);
 struct SchedulerStats {
   int32_t num_running = 0;            // running sequences
   int32_t num_waiting = 0;            // waiting (including preempted) sequences
+  int64_t num_waiting_uncached_tokens = 0;  // tokens of the waiting sequences without KV yet
   kv::KvCacheStats kv;                // blocks, usage, prefix-cache queries/hits, evictions, CoW
   int64_t num_preemptions = 0;        // total since start
   int64_t num_steps = 0;              // schedule() calls that scheduled something

@@ -363,7 +363,10 @@ void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, R
   const std::string rendered_prompt = kind == ApiKind::kChat ? prepared.prompt_texts[0] : std::string();
   if (out.client_gone()) return;  // left while the prompt was tokenized: nothing to submit
   if (auto e = submit_all(job, prepared)) return out.respond(error_response(*e));
-  job.meta = ResponseMeta{state.make_response_id(kind == ApiKind::kChat ? "chatcmpl" : "cmpl"),
+  // A safe X-Request-ID names the response (as vLLM does): the gateway's and the client's logs agree.
+  const char* id_prefix = kind == ApiKind::kChat ? "chatcmpl" : "cmpl";
+  const auto client_id = safe_request_id(req.header("X-Request-ID"));
+  job.meta = ResponseMeta{client_id ? fmt::format("{}-{}", id_prefix, *client_id) : state.make_response_id(id_prefix),
                           std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count(),
                           state.config.served_model_name};

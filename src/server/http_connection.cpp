@@ -2,6 +2,8 @@
 // Responder calls runs on the connection's strand; the Responder posts onto it.
 #include "server/http_connection.h"
 
+#include "server/backend_contract.h"
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
@@ -117,8 +119,11 @@ void Connection::on_body(error_code ec) {
   HttpRequest request;
   request.method = std::string(msg.method_string());
   const std::string_view target(msg.target().data(), msg.target().size());
-  request.path = std::string(target.substr(0, target.find('?')));
+  const size_t question = target.find('?');
+  request.path = std::string(target.substr(0, question));
+  if (question != std::string_view::npos) request.query = std::string(target.substr(question + 1));
   for (const auto& field : msg) request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  request_id_ = safe_request_id(request.header("X-Request-ID")).value_or("");
   request.body = std::move(msg.body());
   keep_alive_ = msg.keep_alive();
   first_request_ = false;
@@ -324,6 +329,7 @@ std::string Connection::head_bytes(const HttpResponse& response, bool chunked) {
   std::string head = fmt::format("HTTP/1.1 {} {}\r\nServer: tessera\r\nContent-Type: {}\r\n", response.status,
                                  std::string_view(reason.data(), reason.size()), response.content_type);
   for (const auto& [name, value] : response.headers) head += fmt::format("{}: {}\r\n", name, value);
+  if (!request_id_.empty()) head += fmt::format("X-Request-ID: {}\r\n", request_id_);
   head += chunked ? std::string("Transfer-Encoding: chunked\r\n")
                   : fmt::format("Content-Length: {}\r\n", response.body.size());
   head += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";

@@ -108,6 +108,7 @@ class Connection final : public Responder, public std::enable_shared_from_this<C
   Phase phase_ = Phase::kHeader;
   bool first_request_ = true;
   bool keep_alive_ = true;       // of the request being handled
+  std::string request_id_;       // its X-Request-ID when safe (backend_contract.h), echoed on the answer
   bool watching_ = false;        // a watch read is pending
   bool writing_ = false;         // an async write is pending
   bool response_done_ = false;   // the handler's last bytes are queued

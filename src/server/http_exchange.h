@@ -17,6 +17,7 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 struct HttpRequest {
   std::string method;  // "GET", "POST", ... as sent
   std::string path;    // the target without its query string
+  std::string query;   // the target after '?' (raw, not decoded), "" when none
   HeaderList headers;  // as received, in order
   std::string body;    // complete (the connection read it all, within the body limit)
 

@@ -2,7 +2,8 @@
 //
 //   POST /v1/completions, /v1/chat/completions   generate (JSON or SSE stream)
 //   GET  /v1/models, /v1/models/{id}              the served model
-//   GET  /health, /metrics                        liveness, Prometheus text
+//   GET  /health, /metrics                        liveness, Prometheus text (tessera: and vllm: series)
+//   GET  /v1/loads, /loads, /server_info, /version what a gateway reads (backend_contract.h)
 //   POST /tokenize, /detokenize, /apply-template  the model's tokenizer and chat template
 //
 // Threads: num_io_threads run every connection with asynchronous I/O, so an idle, slow or

@@ -117,4 +117,23 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
   return w.take();
 }
 
+std::string render_vllm_compatible(const MetricsSnapshot& m, const ModelInfo& info,
+                                   const std::string& model_name) {
+  Writer w(model_name);
+  w.gauge("vllm:num_requests_running", "Requests in the running batch.", m.num_requests_running);
+  w.gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.", m.num_requests_waiting);
+  w.gauge("vllm:kv_cache_usage_perc", "KV-cache usage: fraction of blocks in use (0..1).", m.kv_cache_usage);
+  w.counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+            m.prefix_cache_queries);
+  w.counter("vllm:prefix_cache_hits", "Prompt tokens served from the prefix cache.",
+            m.prefix_cache_hits);
+  w.header("vllm:cache_config_info", "gauge", "The KV cache in force (labels); always 1.");
+  w.sample("vllm:cache_config_info",
+           fmt::format(",block_size=\"{}\",num_gpu_blocks=\"{}\",cache_dtype=\"{}\",enable_prefix_caching=\"{}\"",
+                       info.block_size, info.num_kv_blocks, escape_label_value(info.kv_dtype),
+                       info.enable_prefix_caching ? "True" : "False"),
+           1);
+  return w.take();
+}
+
 }  // namespace tessera::server

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/engine.h"
 #include "tessera/metrics.h"
 
 namespace tessera::server {
@@ -21,6 +22,15 @@ struct ServerCounters {
 
 std::string render_prometheus(const MetricsSnapshot& metrics, const ServerCounters& server,
                               const std::string& model_name);
+
+// The series routers read under vLLM's names (vllm-router, production-stack, llm-d's scheduler and
+// SMG's load monitor scrape these), from the same snapshot as the tessera: series:
+//   vllm:num_requests_running, vllm:num_requests_waiting          gauges
+//   vllm:kv_cache_usage_perc                                      gauge, 0..1 of blocks in use
+//   vllm:prefix_cache_queries_total, vllm:prefix_cache_hits_total counters, in prompt tokens
+//   vllm:cache_config_info{block_size,num_gpu_blocks,cache_dtype,enable_prefix_caching} 1
+std::string render_vllm_compatible(const MetricsSnapshot& metrics, const ModelInfo& info,
+                                   const std::string& model_name);
 
 // Escapes a label value (\\, \", \n) for the text format.
 std::string escape_label_value(const std::string& value);

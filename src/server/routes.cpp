@@ -5,6 +5,7 @@
 //   /tokenize, /detokenize, /apply-template  POST   on a worker (tokenizing may take a while)
 //   /v1/models, /v1/models/{id}              GET    at once
 //   /health, /metrics                        GET    at once
+//   /v1/loads, /loads, /server_info, /version GET   at once (backend_contract.h)
 // A known route with another method is a 405, anything else a 404. The request body is read as
 // JSON whatever its Content-Type says (curl -d sends application/x-www-form-urlencoded), as vLLM
 // and llama.cpp do.
@@ -111,7 +112,9 @@ HttpResponse health(const ServerState& state) {
 HttpResponse metrics(const ServerState& state) {
   HttpResponse res;
   res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  res.body = render_prometheus(state.engine.metrics(), state.counters(), state.config.served_model_name);
+  const MetricsSnapshot m = state.engine.metrics();
+  res.body = render_prometheus(m, state.counters(), state.config.served_model_name) +
+             render_vllm_compatible(m, state.engine.model_info(), state.config.served_model_name);
   return res;
 }
 
@@ -196,6 +199,12 @@ Routed route(ServerState& state, const HttpRequest& req) {
     want = "GET";
   } else if (path == "/metrics") {
     if (get) return now(metrics(state));
+    want = "GET";
+  } else if (ContractRoutes::handles(path)) {  // /v1/loads, /loads, /server_info, /version
+    if (get) {
+      return now(json_response(dump_json(
+          state.contract.answer(state.engine, state.config.served_model_name, state.num_in_flight.load(), path, req.query))));
+    }
     want = "GET";
   }
   if (want != nullptr) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/api_error.h"
+#include "server/backend_contract.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
 
@@ -25,6 +26,7 @@ struct ServerState {
   std::atomic<int64_t> num_client_disconnects{0};
   std::atomic<uint64_t> next_response_id{0};
   uint64_t id_salt = 0;                    // random per process, mixed into response ids
+  ContractRoutes contract;                 // /v1/loads, /server_info, /version (backend_contract.h)
 
   ServerState(Engine& e, ServerConfig c) : engine(e), config(std::move(c)) {}
 

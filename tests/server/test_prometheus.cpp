@@ -39,5 +39,34 @@ TEST(Prometheus, RendersGaugesCountersAndCumulativeBuckets) {
   EXPECT_EQ(escape_label_value("a\\b\nc"), "a\\\\b\\nc");
 }
 
+TEST(Prometheus, RendersTheSeriesRoutersReadUnderVllmNames) {
+  MetricsSnapshot m;
+  m.num_requests_running = 3;
+  m.num_requests_waiting = 2;
+  m.kv_cache_usage = 0.25;
+  m.prefix_cache_queries = 4000;
+  m.prefix_cache_hits = 3000;
+  ModelInfo info;
+  info.block_size = 16;
+  info.num_kv_blocks = 40;
+  info.kv_dtype = "q8";
+  info.enable_prefix_caching = true;
+  const std::string text = render_vllm_compatible(m, info, "smol");
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("# TYPE vllm:num_requests_running gauge"));
+  EXPECT_TRUE(has("vllm:num_requests_running{model_name=\"smol\"} 3"));
+  EXPECT_TRUE(has("# TYPE vllm:num_requests_waiting gauge"));
+  EXPECT_TRUE(has("vllm:num_requests_waiting{model_name=\"smol\"} 2"));
+  EXPECT_TRUE(has("# TYPE vllm:kv_cache_usage_perc gauge"));
+  EXPECT_TRUE(has("vllm:kv_cache_usage_perc{model_name=\"smol\"} 0.25"));
+  EXPECT_TRUE(has("# TYPE vllm:prefix_cache_queries_total counter"));
+  EXPECT_TRUE(has("vllm:prefix_cache_queries_total{model_name=\"smol\"} 4000"));
+  EXPECT_TRUE(has("# TYPE vllm:prefix_cache_hits_total counter"));
+  EXPECT_TRUE(has("vllm:prefix_cache_hits_total{model_name=\"smol\"} 3000"));
+  EXPECT_TRUE(has("# TYPE vllm:cache_config_info gauge"));
+  EXPECT_TRUE(has("vllm:cache_config_info{model_name=\"smol\",block_size=\"16\",num_gpu_blocks=\"40\","
+                  "cache_dtype=\"q8\",enable_prefix_caching=\"True\"} 1"));
+}
+
 }  // namespace
 }  // namespace tessera::server

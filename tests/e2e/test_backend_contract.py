@@ -1,0 +1,111 @@
+"""The backend contract a gateway reads (issue 28 part 1), against the real server: /health,
+/v1/models, SGLang's /v1/loads and /loads, /server_info, /version, the vllm: series in /metrics,
+and X-Request-ID echoed and used as the response id."""
+import json
+import urllib.request
+
+from conftest import SERVED_NAME, http, metrics
+
+
+def test_models_card_has_router_fields(server):
+    status, body = http(server.base, "GET", "/v1/models")
+    assert status == 200
+    card = body["data"][0]
+    assert card["id"] == SERVED_NAME and card["object"] == "model" and card["owned_by"] == "tessera"
+    assert card["root"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert card["max_model_len"] == 1024
+
+
+def test_loads_report_engine_values(server):
+    # A finished request leaves prefix-cache queries and generated tokens behind.
+    body = {"model": SERVED_NAME, "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}
+    assert http(server.base, "POST", "/v1/completions", body)[0] == 200
+    status, loads = http(server.base, "GET", "/v1/loads?include=core,disagg,queues,memory")
+    assert status == 200
+    assert loads["dp_rank_count"] == 1 and loads["timestamp"].endswith("Z")
+    (rank,) = loads["loads"]
+    info = http(server.base, "GET", "/server_info")[1]
+    assert rank["num_running_reqs"] == 0 and rank["num_waiting_reqs"] == 0
+    assert rank["num_waiting_uncached_tokens"] == 0
+    assert rank["max_running_requests"] == info["max_num_seqs"] > 0
+    assert rank["max_total_num_tokens"] == info["num_kv_blocks"] * info["block_size"] > 0
+    assert rank["memory"]["token_capacity"] == rank["max_total_num_tokens"]
+    assert 0 < rank["memory"]["weight_gb"] < 1 and rank["memory"]["kv_cache_gb"] > 0
+    assert rank["queues"]["waiting"] == 0
+    m = metrics(server.base)
+    assert m["vllm:prefix_cache_queries_total"] > 0
+    assert rank["cache_hit_rate"] == m["vllm:prefix_cache_hits_total"] / m["vllm:prefix_cache_queries_total"]
+    assert rank["token_usage"] == m["vllm:kv_cache_usage_perc"]
+    # /loads (SMG asks it with ?model=) is the same document.
+    status, legacy = http(server.base, "GET", f"/loads?model={SERVED_NAME}")
+    assert status == 200 and legacy["loads"][0]["max_total_num_tokens"] == rank["max_total_num_tokens"]
+    assert "memory" not in legacy["loads"][0]
+
+
+def test_loads_count_running_and_waiting_while_busy(start_server):
+    import threading
+    s = start_server("--max-num-seqs", "1")
+    body = {"model": SERVED_NAME, "prompt": "Tell me a story", "max_tokens": 100, "temperature": 0,
+            "ignore_eos": True}
+    threads = [threading.Thread(target=http, args=(s.base, "POST", "/v1/completions", body)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    seen = None
+    for _ in range(200):
+        rank = http(s.base, "GET", "/v1/loads")[1]["loads"][0]
+        if rank["num_running_reqs"] == 1 and rank["num_waiting_reqs"] == 2:
+            seen = rank
+            break
+    for t in threads:
+        t.join(timeout=300)
+    assert seen is not None, "never saw 1 running + 2 waiting with --max-num-seqs 1"
+    assert seen["max_running_requests"] == 1 and seen["utilization"] == 1.0
+    assert seen["num_waiting_uncached_tokens"] >= 2 * 4  # two whole prompts of a few tokens each
+    assert seen["num_used_tokens"] > 0 and seen["token_usage"] > 0
+
+
+def test_server_info_and_version(server):
+    status, info = http(server.base, "GET", "/server_info")
+    assert status == 200
+    assert info["served_model_name"] == SERVED_NAME and info["max_model_len"] == 1024
+    assert info["kv_cache_dtype"] == "f16" and info["enable_prefix_caching"] is True
+    assert info["uptime_seconds"] > 0
+    status, version = http(server.base, "GET", "/version")
+    assert status == 200 and version["version"] == "0.1.0"
+    assert http(server.base, "POST", "/v1/loads")[0] == 405
+
+
+def test_metrics_carry_vllm_names(server):
+    _, text = http(server.base, "GET", "/metrics")
+    for line in ["# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_waiting gauge",
+                 "# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:prefix_cache_queries_total counter",
+                 "# TYPE vllm:prefix_cache_hits_total counter", "# TYPE vllm:cache_config_info gauge"]:
+        assert line in text.splitlines()
+    info = http(server.base, "GET", "/server_info")[1]
+    config = [ln for ln in text.splitlines() if ln.startswith("vllm:cache_config_info{")]
+    assert config == [f'vllm:cache_config_info{{model_name="{SERVED_NAME}",block_size="{info["block_size"]}",'
+                      f'num_gpu_blocks="{info["num_kv_blocks"]}",cache_dtype="f16",enable_prefix_caching="True"}} 1']
+    m = metrics(server.base)
+    assert m["vllm:num_requests_running"] == m["tessera:num_requests_running"]
+    assert m["vllm:prefix_cache_hits_total"] == m["tessera:prefix_cache_hits_total"]
+
+
+def test_request_id_echoed_and_names_the_response(server):
+    body = json.dumps({"model": SERVED_NAME, "messages": [{"role": "user", "content": "Hi"}],
+                       "max_tokens": 2}).encode()
+    req = urllib.request.Request(server.base + "/v1/chat/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "X-Request-ID": "trace-42.a"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.headers["X-Request-ID"] == "trace-42.a"
+        assert json.loads(r.read())["id"] == "chatcmpl-trace-42.a"
+    # An unsafe value is neither echoed nor used.
+    req = urllib.request.Request(server.base + "/v1/chat/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "X-Request-ID": "a b<c>"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.headers.get("X-Request-ID") is None
+        rid = json.loads(r.read())["id"]
+        assert rid.startswith("chatcmpl-") and len(rid) == len("chatcmpl-") + 16
+    # Errors and small routes echo it too.
+    req = urllib.request.Request(server.base + "/health", headers={"X-Request-ID": "h1"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.headers["X-Request-ID"] == "h1"
