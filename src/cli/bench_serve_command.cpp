@@ -87,6 +87,15 @@ int bench_serve_main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--prefix-len", c.prefix_len, "shared-prefix words per group")->check(CLI::NonNegativeNumber);
   app.add_option("--num-prefix-groups", c.num_prefix_groups, "groups sharing a prefix")->check(CLI::PositiveNumber);
+  app.add_option("--workload", c.workload, "random | multi-tenant (sessions: shared system prompts, multi-turn chats)")
+      ->check(CLI::IsMember({"random", "multi-tenant"}));
+  app.add_option("--num-sessions", c.num_sessions, "multi-tenant: conversations")->check(CLI::PositiveNumber);
+  app.add_option("--num-turns", c.num_turns, "multi-tenant: turns per conversation")->check(CLI::PositiveNumber);
+  app.add_option("--num-system-prompts", c.num_system_prompts, "multi-tenant: distinct system prompts (tenants)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--system-prompt-len", c.system_prompt_len, "multi-tenant: system prompt words (about tokens)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--session-header", c.session_header, "multi-tenant: header naming the session (routing key)");
   app.add_option("--seed", c.seed, "workload and arrival seed (each later rate of a sweep draws its own prompts from it)");
   app.add_option("--goodput", goodput, "SLOs, e.g. ttft_ms:2000 tpot_ms:100 e2el_ms:10000");
   app.add_option("--timeout", c.timeout_s, "seconds per request")->check(CLI::PositiveNumber);
@@ -126,6 +135,10 @@ int bench_serve_main(int argc, char** argv) {
       return 1;
     }
   }
+  if (c.workload == "multi-tenant") {
+    c.endpoint = "/v1/chat/completions";
+    c.num_prompts = c.num_sessions * c.num_turns;
+  }
   if (c.model.empty()) {
     c.model = discover_model(c);
     if (c.model.empty()) {
@@ -150,7 +163,10 @@ int bench_serve_main(int argc, char** argv) {
                   {"num_prompts", c.num_prompts}, {"input_len", c.input_len}, {"input_len_range", c.input_len_range},
                   {"output_len", c.output_len}, {"output_len_range", c.output_len_range}, {"prefix_len", c.prefix_len},
                   {"num_prefix_groups", c.num_prefix_groups}, {"seed", c.seed}, {"burstiness", c.burstiness},
-                  {"max_concurrency", c.max_concurrency}, {"extra_body", c.extra_body},
+                  {"max_concurrency", c.max_concurrency}, {"extra_body", c.extra_body}, {"workload", c.workload},
+                  {"num_sessions", c.num_sessions}, {"num_turns", c.num_turns},
+                  {"num_system_prompts", c.num_system_prompts}, {"system_prompt_len", c.system_prompt_len},
+                  {"session_header", c.session_header},
                   {"label", label.empty() ? c.base_url : label}}},
       {"results", results}};
   std::string json_path = json_out;

@@ -26,7 +26,8 @@ std::vector<std::pair<std::string, std::string>> auth_headers(const LoadConfig& 
 
 // GET or POST `path` under the base URL (its path prefix included).
 server::ClientResponse send(const LoadConfig& c, const char* method, const std::string& path, std::string body,
-                            const server::ClientTimeouts& timeouts, const server::BodyCallback& on_body = {}) {
+                            const server::ClientTimeouts& timeouts, const server::BodyCallback& on_body = {},
+                            const std::string& session = "") {
   const std::optional<server::BaseUrl> base = server::parse_base_url(c.base_url);
   if (!base) {
     server::ClientResponse bad;
@@ -37,6 +38,7 @@ server::ClientResponse send(const LoadConfig& c, const char* method, const std::
   req.method = method;
   req.target = base->prefix + path;
   req.headers = auth_headers(c);
+  if (!session.empty()) req.headers.emplace_back(c.session_header, session);
   req.body = std::move(body);
   return server::http_request(base->host, base->port, req, timeouts, on_body);
 }
@@ -48,7 +50,9 @@ RequestRecord run_one(const LoadConfig& c, const std::string& model, const Bench
   json body = {{"model", model},          {"max_tokens", max_tokens}, {"min_tokens", max_tokens},
                {"temperature", 0.0},      {"ignore_eos", true},       {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
-  if (c.endpoint.find("chat") != std::string::npos) {
+  if (!prompt.messages.is_null()) {
+    body["messages"] = prompt.messages;
+  } else if (c.endpoint.find("chat") != std::string::npos) {
     body["messages"] = json::array({{{"role", "user"}, {"content", prompt.text}}});
   } else {
     body["prompt"] = prompt.text;
@@ -108,7 +112,8 @@ RequestRecord run_one(const LoadConfig& c, const std::string& model, const Bench
   server::ClientTimeouts timeouts;
   timeouts.connect = std::chrono::seconds(30);
   timeouts.read = std::chrono::seconds(c.timeout_s);
-  const server::ClientResponse res = send(c, "POST", c.endpoint, body.dump(), timeouts, on_body);
+  const std::string session = prompt.session >= 0 ? "session-" + std::to_string(prompt.session) : std::string();
+  const server::ClientResponse res = send(c, "POST", c.endpoint, body.dump(), timeouts, on_body, session);
   rec.e2e_ms = ms_between(start, Clock::now());
   if (res.status < 0) {
     rec.error = "connection: " + res.error;
@@ -136,8 +141,17 @@ std::string discover_model(const LoadConfig& c) {
 
 std::vector<RequestRecord> run_load(const LoadConfig& c, const std::vector<BenchPrompt>& prompts, double* duration_s) {
   const std::string model = c.model.empty() ? discover_model(c) : c.model;
+  // A unit is what arrives: one request, or a session's turns sent one after another.
+  std::vector<std::pair<size_t, size_t>> units;  // [first, last) prompt indices
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (i > 0 && prompts[i].session >= 0 && prompts[i].session == prompts[i - 1].session) {
+      units.back().second = i + 1;
+    } else {
+      units.emplace_back(i, i + 1);
+    }
+  }
   const std::vector<double> offsets =
-      arrival_offsets(static_cast<int32_t>(prompts.size()), c.request_rate, c.burstiness, c.seed);
+      arrival_offsets(static_cast<int32_t>(units.size()), c.request_rate, c.burstiness, c.seed);
   std::vector<RequestRecord> records(prompts.size());
   std::mutex mu;
   std::condition_variable cv;
@@ -145,16 +159,16 @@ std::vector<RequestRecord> run_load(const LoadConfig& c, const std::vector<Bench
   Clock::time_point last_finish;
   std::vector<std::thread> threads;
   const Clock::time_point start = Clock::now();
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t u = 0; u < units.size(); ++u) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(offsets[i])));
+                                              std::chrono::duration<double>(offsets[u])));
     {
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [&] { return c.max_concurrency <= 0 || in_flight < c.max_concurrency; });
       ++in_flight;
     }
-    threads.emplace_back([&, i] {
-      records[i] = run_one(c, model, prompts[i]);
+    threads.emplace_back([&, u] {
+      for (size_t i = units[u].first; i < units[u].second; ++i) records[i] = run_one(c, model, prompts[i]);
       std::lock_guard<std::mutex> lock(mu);
       --in_flight;
       last_finish = std::max(last_finish, Clock::now());

@@ -38,7 +38,42 @@ nlohmann::json stats(std::vector<double> v) {
 
 }  // namespace
 
+namespace {
+
+std::vector<BenchPrompt> make_multi_tenant_dataset(const LoadConfig& c) {
+  std::mt19937_64 rng(c.seed);
+  std::vector<std::string> systems;
+  for (int32_t t = 0; t < std::max(1, c.num_system_prompts); ++t) {
+    systems.push_back("You are assistant " + std::to_string(t) + ". " + random_words(rng, c.system_prompt_len));
+  }
+  std::vector<BenchPrompt> out;
+  for (int32_t s = 0; s < c.num_sessions; ++s) {
+    nlohmann::json messages = nlohmann::json::array();
+    messages.push_back({{"role", "system"}, {"content", systems[static_cast<size_t>(s) % systems.size()]}});
+    int32_t words = c.system_prompt_len;
+    for (int32_t t = 0; t < c.num_turns; ++t) {
+      if (t > 0) {  // the previous turn's (synthetic) reply
+        messages.push_back({{"role", "assistant"}, {"content", random_words(rng, c.output_len)}});
+        words += c.output_len;
+      }
+      messages.push_back({{"role", "user"}, {"content", random_words(rng, c.input_len)}});
+      words += c.input_len;
+      BenchPrompt p;
+      p.messages = messages;
+      p.num_words = words;
+      p.max_tokens = c.output_len;
+      p.session = s;
+      p.turn = t;
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<BenchPrompt> make_dataset(const LoadConfig& c) {
+  if (c.workload == "multi-tenant") return make_multi_tenant_dataset(c);
   std::mt19937_64 rng(c.seed);
   std::vector<std::string> prefixes;
   for (int32_t g = 0; g < std::max(1, c.num_prefix_groups); ++g) {

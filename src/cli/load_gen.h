@@ -37,15 +37,34 @@ struct LoadConfig {
   std::map<std::string, double> slo_ms;       // "ttft" | "tpot" | "e2el" -> limit in ms
   int32_t timeout_s = 600;                    // per request
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body (--extra-body)
+  // The multi-tenant workload (workload "multi-tenant"; chat endpoint): num_sessions conversations
+  // of num_turns turns. Session s opens with system prompt s % num_system_prompts (system_prompt_len
+  // words; tenants share them) and sends its turns one after another, each the conversation so far:
+  // user turns of input_len words, earlier assistant turns as synthetic replies of output_len words
+  // (the model's own replies would make the workload depend on the server). Every request of a
+  // session carries the header `session_header: session-<s>` (SMG's consistent_hashing routes by
+  // X-SMG-Routing-Key). Sessions start at the arrival times; max_concurrency caps sessions in flight;
+  // num_prompts is num_sessions * num_turns.
+  std::string workload = "random";            // "random" | "multi-tenant"
+  int32_t num_sessions = 16;
+  int32_t num_turns = 4;
+  int32_t num_system_prompts = 8;
+  int32_t system_prompt_len = 1000;           // words (about tokens)
+  std::string session_header = "X-SMG-Routing-Key";
 };
 
 struct BenchPrompt {
   std::string text;
   int32_t num_words = 0;  // words in text (prefix + body)
   int32_t max_tokens = 0; // output tokens asked for (output_len, or drawn from its range)
+  // Multi-tenant workload: the chat messages sent instead of text, and the session (turn order).
+  nlohmann::json messages;  // null for the random workload
+  int32_t session = -1;
+  int32_t turn = 0;
 };
 
-// The workload: the same config and seed give the same prompts, byte for byte.
+// The workload: the same config and seed give the same prompts, byte for byte. Multi-tenant
+// prompts come session by session, turns in order.
 std::vector<BenchPrompt> make_dataset(const LoadConfig& config);
 
 // The workload seed of rate number `rate_index` of a sweep: `seed` itself for the first, a distinct
@@ -76,8 +95,9 @@ double tpot_ms(const RequestRecord& r);
 // The summary of one run: counts, throughputs, latency stats (mean, median, p90, p99) and goodput.
 nlohmann::json summarize(const std::vector<RequestRecord>& records, double duration_s, const LoadConfig& config);
 
-// Runs one load at config.request_rate against config.base_url; returns per-request records and
-// the wall time of the run (first send to last finish).
+// Runs one load at config.request_rate against config.base_url; returns per-request records (in
+// the prompts' order) and the wall time of the run (first send to last finish). What arrives at a
+// time is one request, or one session (its turns in order); max_concurrency counts those.
 std::vector<RequestRecord> run_load(const LoadConfig& config, const std::vector<BenchPrompt>& prompts,
                                     double* duration_s);
 

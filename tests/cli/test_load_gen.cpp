@@ -160,5 +160,64 @@ TEST(LoadGen, ExtraBodyIsMergedLastIntoEveryRequest) {
   EXPECT_EQ(summarize(bad, duration, c)["errors"]["HTTP 400"], 3);
 }
 
+// Multi-tenant: sessions in order, each turn the conversation so far, system prompts shared by
+// session s % num_system_prompts.
+TEST(LoadGen, MultiTenantSessionsShareSystemPromptsAndGrowTurnByTurn) {
+  LoadConfig c;
+  c.workload = "multi-tenant";
+  c.num_sessions = 3;
+  c.num_turns = 2;
+  c.num_system_prompts = 2;
+  c.system_prompt_len = 5;
+  c.input_len = 3;
+  c.output_len = 2;
+  c.seed = 9;
+  const auto a = make_dataset(c);
+  ASSERT_EQ(a.size(), 6u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].session, static_cast<int32_t>(i / 2));
+    EXPECT_EQ(a[i].turn, static_cast<int32_t>(i % 2));
+    EXPECT_EQ(a[i].max_tokens, 2);
+  }
+  EXPECT_EQ(a[0].messages.size(), 2u);  // system, user
+  EXPECT_EQ(a[1].messages.size(), 4u);  // system, user, assistant, user
+  EXPECT_EQ(a[0].num_words, 5 + 3);
+  EXPECT_EQ(a[1].num_words, 5 + 3 + 2 + 3);
+  for (size_t m = 0; m < 2; ++m) EXPECT_EQ(a[1].messages[m], a[0].messages[m]);  // the turn extends the last
+  EXPECT_EQ(a[1].messages[2]["role"], "assistant");
+  EXPECT_EQ(a[0].messages[0]["role"], "system");
+  EXPECT_EQ(a[0].messages[0], a[4].messages[0]);  // sessions 0 and 2: system prompt 0
+  EXPECT_NE(a[0].messages[0], a[2].messages[0]);
+  EXPECT_NE(a[0].messages[1], a[4].messages[1]);  // their own user turns
+  const auto b = make_dataset(c);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].messages, b[i].messages);
+}
+
+TEST(LoadGen, MultiTenantRunSendsEverySessionsTurns) {
+  testing::ServerFixture f;
+  LoadConfig c;
+  c.base_url = "http://127.0.0.1:" + std::to_string(f.port());
+  c.workload = "multi-tenant";
+  c.endpoint = "/v1/chat/completions";
+  c.num_sessions = 4;
+  c.num_turns = 3;
+  c.system_prompt_len = 4;  // the FakeEngine's tokens are bytes, its context 256
+  c.input_len = 2;
+  c.output_len = 3;
+  c.max_concurrency = 2;
+  double duration = 0.0;
+  const auto records = run_load(c, make_dataset(c), &duration);
+  ASSERT_EQ(records.size(), 12u);
+  for (const RequestRecord& r : records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.output_tokens, 3);
+  }
+  for (size_t i = 0; i + 1 < records.size(); ++i) {
+    if (i % 3 != 2) {
+      EXPECT_GT(records[i + 1].prompt_tokens, records[i].prompt_tokens);  // a turn grows
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::cli
