@@ -110,6 +110,12 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   auto ranks_to_bits = [&](const std::vector<int32_t>& ranks) {
     for (int32_t r : ranks) mask_set(bits, sorted[r]);
   };
+  auto ids_of = [&](const std::vector<int32_t>& ranks) {
+    std::vector<int32_t> ids(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i) ids[i] = sorted[ranks[i]];
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
 
   // Which positions are tighter ones (call_sites.h), in each grammar; level 1 keeps the full
   // accepted ranks of those and of the origins of level 2's.
@@ -145,11 +151,13 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     TokenSplit split = classify_tokens(src_automaton, table, f.node, f.is_end,
                                        use_tighter ? &candidates : nullptr);
     if (src_automaton.overflowed()) return too_ambiguous();
-    std::fill(bits.begin(), bits.end(), 0);
-    size_t count = split.accepted.size();  // disjoint from the tighter set
-    if (use_tighter) level1_sets[t]->to_bits(bits, normal), count += level1_sets[t]->size();
-    ranks_to_bits(split.accepted);
-    level1_sets[p] = std::make_shared<const TokenSet>(bits, count, table);
+    if (use_tighter) {  // split.accepted is disjoint from the tighter set
+      level1_sets[p] = std::make_shared<const TokenSet>(level1_sets[t]->plus(ids_of(split.accepted), table));
+    } else {
+      std::fill(bits.begin(), bits.end(), 0);
+      ranks_to_bits(split.accepted);
+      level1_sets[p] = std::make_shared<const TokenSet>(bits, split.accepted.size(), table);
+    }
     if (keep1[p]) {
       acc1[p] = use_tighter ? acc1[t] : std::vector<uint64_t>(mask_words(table.num_sorted()), 0);
       for (int32_t r : split.accepted) mask_set(acc1[p], r);
@@ -194,8 +202,11 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     if (automaton.overflowed()) return too_ambiguous();
     out->num_rewalked += split.accepted.size() + split.uncertain.size();
     // accepted = level 1's, the tighter position's (same origin: contains level 1's), new ones
-    if (use_tighter && split.accepted.empty() && expanded.origin[t] == o) {
+    const bool same_origin = use_tighter && expanded.origin[t] == o;
+    if (same_origin && split.accepted.empty()) {
       pt.accepted = out->positions[t].accepted;
+    } else if (same_origin) {
+      pt.accepted = std::make_shared<const TokenSet>(out->positions[t].accepted->plus(ids_of(split.accepted), table));
     } else if (use_tighter || !split.accepted.empty()) {
       if (use_tighter) out->positions[t].accepted->to_bits(bits, normal);
       if (use_tighter && expanded.origin[t] != o) {
@@ -207,7 +218,10 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
       ranks_to_bits(split.accepted);
       pt.accepted = std::make_shared<const TokenSet>(bits, count_bits(bits), table);
     }
-    if (keep2[p]) {
+    if (keep2[p] && same_origin) {
+      acc2[p] = std::move(acc2[t]);
+      for (int32_t r : split.accepted) mask_set(acc2[p], r);
+    } else if (keep2[p]) {
       acc2[p] = acc1[o];
       if (use_tighter) {
         for (size_t w = 0; w < acc2[p].size(); ++w) acc2[p][w] |= acc2[t][w];

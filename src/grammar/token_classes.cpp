@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 
 namespace tessera::grammar {
 
@@ -113,6 +114,30 @@ TokenSet::TokenSet(std::span<const uint64_t> bits, size_t count, const TokenTabl
     form_ = Form::kBits;
     bits_.assign(bits.begin(), bits.end());
   }
+}
+
+TokenSet TokenSet::plus(const std::vector<int32_t>& more, const TokenTable& tokens) const {
+  const size_t list_limit = 2 * mask_words(tokens.vocab_size());
+  const auto num_normal = static_cast<size_t>(tokens.num_sorted());
+  const size_t size = size_ + more.size();
+  if (form_ == Form::kComplement || (form_ == Form::kIds && size <= list_limit)) {
+    TokenSet out;
+    out.form_ = form_;
+    out.size_ = size;
+    if (form_ == Form::kIds) {
+      std::merge(ids_.begin(), ids_.end(), more.begin(), more.end(), std::back_inserter(out.ids_));
+    } else {
+      std::set_difference(ids_.begin(), ids_.end(), more.begin(), more.end(),
+                          std::back_inserter(out.ids_));
+    }
+    if (out.form_ == Form::kIds || num_normal - size <= list_limit || out.ids_.size() <= list_limit) {
+      return out;
+    }
+  }
+  std::vector<uint64_t> bits(mask_words(tokens.vocab_size()));
+  to_bits(bits, tokens.normal_mask());
+  for (int32_t id : more) mask_set(bits, id);
+  return TokenSet(bits, size, tokens);
 }
 
 void TokenSet::add_to(std::span<uint64_t> mask, std::span<const uint64_t> normal,

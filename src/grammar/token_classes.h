@@ -44,6 +44,10 @@ class TokenSet {
   // (known to the caller: the build has no popcnt instruction to count them cheaply).
   TokenSet(std::span<const uint64_t> bits, size_t count, const TokenTable& tokens);
 
+  // This set plus `more`: ascending ids, none of them in the set. O(size of the stored list)
+  // for the list forms, not O(vocabulary).
+  TokenSet plus(const std::vector<int32_t>& more, const TokenTable& tokens) const;
+
   Form form() const { return form_; }
   size_t size() const { return size_; }
   // mask |= this set. `scratch` is [mask words] (used by kComplement).
@@ -52,6 +56,7 @@ class TokenSet {
   void to_bits(std::span<uint64_t> bits, std::span<const uint64_t> normal) const;
 
  private:
+  TokenSet() = default;
   Form form_ = Form::kIds;
   size_t size_ = 0;
   std::vector<int32_t> ids_;    // kIds: members; kComplement: normal ids that are not members
