@@ -76,8 +76,9 @@ double ThroughputMeter::update(int64_t generation_tokens, std::chrono::steady_cl
   std::lock_guard<std::mutex> lock(mu_);
   if (primed_) {
     const double seconds = std::chrono::duration<double>(now - last_time_).count();
-    // Two reads within a millisecond (two gateways polling together) keep the last rate.
-    if (seconds < 1e-3) return last_rate_;
+    // Reads less than a second apart (SMG asks /loads and /v1/loads back to back; two gateways
+    // poll together) keep the last rate instead of measuring over a few milliseconds.
+    if (seconds < 1.0) return last_rate_;
     last_rate_ = static_cast<double>(generation_tokens - last_tokens_) / seconds;
   }
   primed_ = true;

@@ -40,7 +40,8 @@ LoadsSections parse_loads_include(std::string_view include);
 std::optional<std::string> query_param(std::string_view query, std::string_view name);
 
 // Generated tokens per second between two reads of the cumulative counter (SGLang's
-// gen_throughput: the rate over the last reporting interval). Thread-safe.
+// gen_throughput: the rate over the last reporting interval); a read within 1 s of the last
+// measured one returns the last rate. Thread-safe.
 class ThroughputMeter {
  public:
   double update(int64_t generation_tokens, std::chrono::steady_clock::time_point now);

@@ -95,6 +95,7 @@ TEST(BackendContract, ThroughputIsTheRateBetweenReads) {
   EXPECT_DOUBLE_EQ(meter.update(1000, t0), 0.0);
   EXPECT_DOUBLE_EQ(meter.update(1500, t0 + std::chrono::seconds(2)), 250.0);
   EXPECT_DOUBLE_EQ(meter.update(1600, t0 + std::chrono::seconds(2)), 250.0);  // same instant: last rate
+  EXPECT_DOUBLE_EQ(meter.update(1600, t0 + std::chrono::milliseconds(2900)), 250.0);  // < 1 s: last rate
   EXPECT_DOUBLE_EQ(meter.update(1500, t0 + std::chrono::seconds(12)), 0.0);   // 10 s idle after 1500
 }
 
