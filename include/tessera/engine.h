@@ -89,6 +89,15 @@ struct ChatTemplateInput {
   bool add_generation_prompt = true;
 };
 
+// The input for a plain list of messages (role and content only).
+ChatTemplateInput chat_template_input(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true);
+
+// A chat rendered by the model's own template and tokenized (Engine::chat_prompt).
+struct ChatPrompt {
+  std::string text;               // the rendering, as jinja2 would give it
+  std::vector<int32_t> ids;       // its tokens: special tokens only from the template's own markup
+};
+
 struct GenerateRequest {
   std::vector<int32_t> prompt_ids;        // already tokenized (see Engine::tokenize)
   SamplingParams params;
@@ -143,6 +152,12 @@ class Engine {
   // The model's own template (Jinja) with tools and template kwargs; kInvalidArgument for bad JSON
   // or when the template raises (its message is returned).
   virtual Result<std::string> render_chat(const ChatTemplateInput& input) const = 0;
+  // What a chat request feeds the model: render_chat's text and its tokens. Text the request
+  // supplies (contents, roles, names, tool arguments, tools, kwargs) is tokenized as plain text,
+  // so "<|im_start|>system" inside a message cannot forge a turn; only the template's markup gives
+  // special tokens. add_bos: the model's BOS first, never twice when the template writes it.
+  // Tokenizing render_chat's text with parse_special is the injection this exists to prevent.
+  virtual Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const = 0;
 
   // Validates and enqueues. Errors (kInvalidArgument, kOutOfRange for a prompt that can never
   // fit, kResourceExhausted when the queue is full) are returned here, never later.

@@ -161,13 +161,13 @@ int run_main(int argc, char** argv) {
     std::vector<ChatMessage> messages;
     if (!system.empty()) messages.push_back({"system", system});
     messages.push_back({"user", chat.empty() ? kDefaultChat : chat});
-    auto rendered = e.apply_chat_template(messages, true);
+    auto rendered = e.chat_prompt(chat_template_input(messages), e.model_info().add_bos);
     if (!rendered) {
       std::fprintf(stderr, "tessera run: error: %s\n", rendered.error().message.c_str());
       return 1;
     }
-    ids = e.tokenize(*rendered, e.model_info().add_bos, true);
-    if (!json) std::fprintf(stderr, "%s", rendered->c_str());
+    ids = std::move(rendered->ids);
+    if (!json) std::fprintf(stderr, "%s", rendered->text.c_str());
   }
 
   if (profile_ops) profile::global().enabled.store(true);

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "sample/sampler.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "kernels/kernels_info.h"
 #include "kv/kv_plan.h"
@@ -168,15 +169,18 @@ const tokenizer::ChatRenderer& EngineImpl::chat_renderer() const {
   return *chat_renderer_;
 }
 
-Result<std::string> EngineImpl::apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt) const {
-  tokenizer::ChatRenderInput input;
-  for (const ChatMessage& m : messages) input.messages.push_back({{"role", m.role}, {"content", m.content}});
+ChatTemplateInput chat_template_input(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+  ChatTemplateInput input;
+  input.messages_json = list.dump();
   input.add_generation_prompt = add_generation_prompt;
-  return chat_renderer().render(input);
+  return input;
 }
 
-Result<std::string> EngineImpl::render_chat(const ChatTemplateInput& in) const {
+namespace {
+
+Result<tokenizer::ChatRenderInput> parse_chat_input(const ChatTemplateInput& in) {
   using ojson = nlohmann::ordered_json;
   tokenizer::ChatRenderInput input;
   auto parse = [](const std::string& text, const char* what, ojson* out) -> Status {
@@ -189,7 +193,26 @@ Result<std::string> EngineImpl::render_chat(const ChatTemplateInput& in) const {
   TESSERA_TRY(parse(in.tools_json, "tools", &input.tools));
   TESSERA_TRY(parse(in.kwargs_json, "chat_template_kwargs", &input.kwargs));
   input.add_generation_prompt = in.add_generation_prompt;
-  return chat_renderer().render(input);
+  return input;
+}
+
+}  // namespace
+
+Result<std::string> EngineImpl::apply_chat_template(const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt) const {
+  return render_chat(chat_template_input(messages, add_generation_prompt));
+}
+
+Result<std::string> EngineImpl::render_chat(const ChatTemplateInput& in) const {
+  Result<tokenizer::ChatRenderInput> input = parse_chat_input(in);
+  if (!input.ok()) return input.error();
+  return tokenizer::render_chat_text(chat_renderer(), *tokenizer_, *input);
+}
+
+Result<ChatPrompt> EngineImpl::chat_prompt(const ChatTemplateInput& in, bool add_bos) const {
+  Result<tokenizer::ChatRenderInput> input = parse_chat_input(in);
+  if (!input.ok()) return input.error();
+  return tokenizer::render_chat_prompt(chat_renderer(), *tokenizer_, *input, add_bos);
 }
 
 }  // namespace tessera

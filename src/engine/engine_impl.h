@@ -43,6 +43,7 @@ class EngineImpl final : public Engine {
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt) const override;
   Result<std::string> render_chat(const ChatTemplateInput& input) const override;
+  Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override;
   // Validates one request and builds its kAdd message (not queued); num_before: requests of the

@@ -2,6 +2,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -84,12 +85,11 @@ std::string_view sanitize_utf8(std::string_view text, std::string& storage) {
 
 enum class MergeImpl { kFast, kReference };
 
-std::vector<int32_t> encode_impl(const Tokenizer::Impl& t, std::string_view text, bool add_bos,
-                                 bool parse_special, MergeImpl impl) {
+std::vector<int32_t> encode_fragments(const Tokenizer::Impl& t, const std::vector<Fragment>& frags,
+                                      size_t num_bytes, bool add_bos, MergeImpl impl) {
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 2);
+  out.reserve(num_bytes / 3 + 2);
   if (add_bos && t.vocab.bos_id >= 0) out.push_back(t.vocab.bos_id);
-  const std::vector<Fragment> frags = partition_special(t, text, parse_special);
   if (t.vocab.type == VocabType::kSpm) {
     bool prev_special = true;  // the text start counts as "after a special token"
     for (const Fragment& f : frags) {
@@ -142,6 +142,30 @@ std::vector<int32_t> encode_impl(const Tokenizer::Impl& t, std::string_view text
     }
   }
   return out;
+}
+
+std::vector<int32_t> encode_impl(const Tokenizer::Impl& t, std::string_view text, bool add_bos,
+                                 bool parse_special, MergeImpl impl) {
+  return encode_fragments(t, partition_special(t, text, parse_special), text.size(), add_bos, impl);
+}
+
+// The escape of special-token text in chat input (see tokenizer.h): U+FDD0 <id> U+FDD1.
+constexpr std::string_view kEscapeOpen = "\xEF\xB7\x90";   // U+FDD0
+constexpr std::string_view kEscapeClose = "\xEF\xB7\x91";  // U+FDD1
+
+// Appends `text` with each literal U+FDD0 written as U+FDD0 U+FDD1.
+void append_escaping_open(std::string_view text, std::string& out) {
+  for (size_t at = text.find(kEscapeOpen); at != std::string_view::npos; at = text.find(kEscapeOpen)) {
+    out.append(text.substr(0, at)).append(kEscapeOpen).append(kEscapeClose);
+    text.remove_prefix(at + kEscapeOpen.size());
+  }
+  out.append(text);
+}
+
+// True for a token that encode matches only with parse_special (control, unknown): the kinds a
+// request's text must not produce.
+bool is_parse_special_only(const Tokenizer::Impl& t, int32_t id) {
+  return t.vocab.types[id] != TokenType::kUserDefined;
 }
 
 bool is_special_type(TokenType type) {
@@ -206,6 +230,65 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
 std::vector<int32_t> Tokenizer::encode_reference(std::string_view text, bool add_bos,
                                                  bool parse_special) const {
   return encode_impl(*impl_, text, add_bos, parse_special, MergeImpl::kReference);
+}
+
+std::string Tokenizer::escape_special(std::string_view text) const {
+  std::string out;
+  out.reserve(text.size());
+  for (const Fragment& f : partition_special(*impl_, text, /*parse_special=*/true)) {
+    if (f.token < 0) {
+      append_escaping_open(f.text, out);
+    } else if (is_parse_special_only(*impl_, f.token)) {
+      out.append(kEscapeOpen).append(std::to_string(f.token)).append(kEscapeClose);
+    } else {
+      append_escaping_open(impl_->vocab.tokens[f.token], out);
+    }
+  }
+  return out;
+}
+
+std::string Tokenizer::unescape_special(std::string_view text) const {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = text.find(kEscapeOpen); at != std::string_view::npos; at = text.find(kEscapeOpen)) {
+    out.append(text.substr(0, at));
+    text.remove_prefix(at + kEscapeOpen.size());
+    size_t digits = 0;
+    while (digits < text.size() && digits < 10 && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (!text.substr(digits).starts_with(kEscapeClose)) {  // not an escape (a template cut it): as is
+      out.append(kEscapeOpen);
+      continue;
+    }
+    if (digits == 0) {
+      out.append(kEscapeOpen);
+    } else {
+      const int64_t id = std::stoll(std::string(text.substr(0, digits)));
+      if (id >= vocab_size()) {
+        out.append(kEscapeOpen).append(text.substr(0, digits + kEscapeClose.size()));
+      } else {
+        out.append(impl_->vocab.tokens[static_cast<size_t>(id)]);
+      }
+    }
+    text.remove_prefix(digits + kEscapeClose.size());
+  }
+  out.append(text);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_escaped(std::string_view text, bool add_bos) const {
+  // The template's markup: every special token. Then each raw piece that holds escapes is
+  // unescaped and split again the way encode without parse_special splits (user-defined only).
+  std::vector<Fragment> frags;
+  std::deque<std::string> unescaped;  // owns the text the fragments point into
+  for (const Fragment& f : partition_special(*impl_, text, /*parse_special=*/true)) {
+    if (f.token >= 0 || f.text.find(kEscapeOpen) == std::string_view::npos) {
+      frags.push_back(f);
+      continue;
+    }
+    unescaped.push_back(unescape_special(f.text));
+    for (const Fragment& g : partition_special(*impl_, unescaped.back(), /*parse_special=*/false)) frags.push_back(g);
+  }
+  return encode_fragments(*impl_, frags, text.size(), add_bos, MergeImpl::kFast);
 }
 
 std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {

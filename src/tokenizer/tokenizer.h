@@ -7,6 +7,15 @@
 // A Tokenizer is immutable after from_gguf and cheap to copy (shared state); encode/decode are
 // safe to call from many threads (the per-word BPE cache is guarded by a mutex).
 //
+// Chat prompts: text a request supplies (a message's content, a role, tool arguments...) must not
+// become control tokens, or a user could forge a turn (issue 30, finding 11). Such text is escaped
+// before the template renders it (escape_special: each control or unknown token's text, as encode
+// with parse_special would match it, becomes U+FDD0 <decimal id> U+FDD1; a literal U+FDD0 becomes
+// U+FDD0 U+FDD1; both are Unicode noncharacters, reserved for internal use). encode_escaped then
+// parses the template's own markup as special tokens and tokenizes each escaped span as plain text;
+// unescape_special gives back the text the escapes stand for. Text with no special-token text in it
+// is not changed, so a template that trims, splits or compares it renders exactly as before.
+//
 // Decoding: control tokens render as "" unless render_special; SentencePiece vocabularies with
 // add_space_prefix drop one leading space from the first token after any leading BOS tokens, so
 // decode(encode(s, add_bos, false)) == s. Output is raw bytes (may be invalid UTF-8 mid-stream:
@@ -36,6 +45,10 @@ class Tokenizer {
   // Slow twin of encode: reference merge loops, no cache. Must return the same ids.
   std::vector<int32_t> encode_reference(std::string_view text, bool add_bos,
                                         bool parse_special) const;
+
+  std::string escape_special(std::string_view text) const;
+  std::vector<int32_t> encode_escaped(std::string_view text, bool add_bos) const;
+  std::string unescape_special(std::string_view text) const;
 
   std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
   // Bytes of one token, out of context (no leading-space removal).

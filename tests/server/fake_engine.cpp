@@ -129,6 +129,12 @@ Result<std::string> FakeEngine::render_chat(const ChatTemplateInput& input) cons
   return out;
 }
 
+Result<ChatPrompt> FakeEngine::chat_prompt(const ChatTemplateInput& input, bool add_bos) const {
+  Result<std::string> text = render_chat(input);
+  if (!text.ok()) return text.error();
+  return ChatPrompt{*text, tokenize(*text, add_bos, /*parse_special=*/false)};
+}
+
 Result<std::shared_ptr<RequestStream>> FakeEngine::submit(GenerateRequest request) {
   if (request.prompt_ids.empty()) return make_error(ErrorCode::kInvalidArgument, "empty prompt");
   for (int32_t id : request.prompt_ids) {

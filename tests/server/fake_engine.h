@@ -50,6 +50,7 @@ class FakeEngine : public Engine {
                                           bool add_generation_prompt) const override;
   // "<|role|>\ncontent\n" per message, tools as one "<|tools|>" line (JSON as given).
   Result<std::string> render_chat(const ChatTemplateInput& input) const override;
+  Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   // One submit() per request (the fake has no steps for them to fall between).
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override {

@@ -2,6 +2,8 @@
 // SentencePiece vocabulary whose merges and byte fallback are worked out by hand.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "gguf/gguf_writer.h"
 #include "test_helpers.h"
 
@@ -62,6 +64,31 @@ TEST(SyntheticVocab, SpmMergesByScoreAndFallsBackToBytes) {
   EXPECT_EQ(tok->token_to_piece(0), "\xE2\x96\x85");  // <unk> renders as ▅ (llama.cpp)
   // With parse_special, "<s>" in the text is the BOS token (and no space prefix is added).
   EXPECT_EQ(tok->encode("<s>", false, true), (std::vector<int32_t>{1}));
+}
+
+// Chat escapes (tokenizer.h): control/unknown token text becomes U+FDD0 <id> U+FDD1, a literal U+FDD0
+// becomes U+FDD0 U+FDD1; encode_escaped gives the escaped spans as plain text.
+TEST(SyntheticVocab, SpecialTextEscapesRoundTripAndEncodeAsPlainText) {
+  auto built = build(SpmSpec{});
+  Result<Tokenizer> tok = Tokenizer::from_gguf(*built->file);
+  ASSERT_TRUE(tok.ok());
+  const std::string open = "\xEF\xB7\x90", close = "\xEF\xB7\x91";
+  const std::string text = "a</s>b<unk>" + open + "c";
+  const std::string escaped = tok->escape_special(text);
+  EXPECT_EQ(escaped, "a" + open + "2" + close + "b" + open + "0" + close + open + close + "c");
+  EXPECT_EQ(tok->unescape_special(escaped), text);
+  EXPECT_EQ(tok->escape_special("abc"), "abc");  // nothing special: unchanged
+  // An escape a template cut short, or naming no token, is kept as it is.
+  for (const std::string& odd : {open + "12", open + "999" + close, open + "x" + close}) {
+    EXPECT_EQ(tok->unescape_special(odd), odd);
+  }
+  // The template's own </s> is a control token; the escaped one is the text "</s>".
+  EXPECT_EQ(tok->encode("</s>", false, true), (std::vector<int32_t>{2}));
+  const std::vector<int32_t> plain = tok->encode("</s>", false, false);
+  ASSERT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
+  std::vector<int32_t> want = {1, 2};
+  want.insert(want.end(), plain.begin(), plain.end());
+  EXPECT_EQ(tok->encode_escaped("</s>" + tok->escape_special("</s>"), /*add_bos=*/true), want);
 }
 
 TEST(SyntheticVocab, UnknownModelIsAnError) {
