@@ -39,7 +39,9 @@ struct EngineConfig {
   // Batching: the throughput-versus-latency knob. More sequences per step amortize the weight read
   // (more tokens/s overall) and lengthen each step (higher time per output token for everyone).
   int32_t max_num_seqs = defaults::kMaxNumSeqs;  // sequences in one step at most
-  int32_t max_num_batched_tokens = defaults::kMaxNumBatchedTokens;  // tokens in one step at most (the budget)
+  // Tokens in one step at most (the budget); 0 = derived: defaults::kMaxNumBatchedTokens with chunked
+  // prefill, else max_model_len (a whole prompt must fit one step), never below the default.
+  int32_t max_num_batched_tokens = 0;
   int32_t long_prefill_token_threshold = 0;  // prefill chunk cap per request per step; 0 = budget
   bool enable_chunked_prefill = true;
   int32_t max_model_len = 0;              // context per request; 0 = the model's, capped at defaults::kMaxModelLen
@@ -147,6 +149,9 @@ class Engine {
   // Tokenizer and chat template of the model.
   virtual std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special) const = 0;
   virtual std::string detokenize(const std::vector<int32_t>& ids) const = 0;
+  // One token as the vocabulary has it: its bytes (a piece may split a UTF-8 character), special
+  // tokens by their text ("<|im_end|>", where detokenize gives ""). What logprobs show per token.
+  virtual std::string token_piece(int32_t id) const = 0;
   virtual Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                                   bool add_generation_prompt) const = 0;
   // The model's own template (Jinja) with tools and template kwargs; kInvalidArgument for bad JSON

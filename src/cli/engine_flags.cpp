@@ -17,7 +17,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text
                "automatic prefix caching (on by default)");
   app.add_option("--max-num-seqs", c.max_num_seqs,
                  "sequences per step at most: larger = more tokens/s overall, slower per user");
-  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per step at most (the token budget)");
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per step at most (the token budget; default 512, or --max-model-len with --no-chunked-prefill)");
   app.add_option("--long-prefill-token-threshold", c.long_prefill_token_threshold,
                  "prefill chunk per request per step at most (0 = the whole budget)");
   app.add_flag("--no-chunked-prefill{false},--chunked-prefill{true}", c.enable_chunked_prefill,

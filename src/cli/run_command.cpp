@@ -127,7 +127,9 @@ int run_main(int argc, char** argv) {
     std::fprintf(stderr, "tessera run: error: %s\n", err.c_str());
     return 1;
   }
-  if (config.max_num_batched_tokens < 2048) config.max_num_batched_tokens = 2048;
+  // One prompt: a bigger chunk per step than serve's default (without chunked prefill the engine
+  // derives the budget from max_model_len).
+  if (config.enable_chunked_prefill && config.max_num_batched_tokens < 2048) config.max_num_batched_tokens = 2048;
   config.verbose = !quiet && !json;
   if (config.verbose && ::isatty(STDERR_FILENO)) {
     // A progress bar while the weights load (one tick per layer), erased when done.

@@ -49,7 +49,12 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
 
   sched::SchedulerConfig& sc = d.scheduler;
   sc.max_num_seqs = config.max_num_seqs;
-  sc.max_num_batched_tokens = config.max_num_batched_tokens;
+  // The token budget: as given, or derived (vLLM's rule): without chunked prefill a prompt of
+  // max_model_len tokens must fit one step.
+  sc.max_num_batched_tokens = config.max_num_batched_tokens > 0 ? config.max_num_batched_tokens
+                              : config.enable_chunked_prefill
+                                  ? defaults::kMaxNumBatchedTokens
+                                  : std::max(d.max_model_len, defaults::kMaxNumBatchedTokens);
   sc.max_model_len = d.max_model_len;
   sc.long_prefill_token_threshold = config.long_prefill_token_threshold;
   sc.enable_chunked_prefill = config.enable_chunked_prefill;
@@ -60,7 +65,7 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
   TESSERA_TRY(sched::validate_scheduler_config(sc));
 
   RunnerConfig& rc = d.runner;
-  rc.max_num_batched_tokens = config.max_num_batched_tokens;
+  rc.max_num_batched_tokens = sc.max_num_batched_tokens;
   rc.max_num_seqs = config.max_num_seqs;
   rc.max_model_len = d.max_model_len;
   rc.max_num_spec_tokens = std::max(1, config.num_speculative_tokens);

@@ -33,7 +33,8 @@ Status validate_engine_config(const EngineConfig& config);
 
 // Every inner config from `config`, for a model of `model`'s shape and context; the KV budget is
 // config.kv_cache_bytes, or (when 0) config.kv_cache_memory_fraction of available_memory_bytes
-// capped at 4 GiB. Errors: a budget that holds no block; a scheduler config it refuses.
+// capped at 4 GiB; the token budget config.max_num_batched_tokens, or (when 0) derived from chunked
+// prefill and max_model_len (see EngineConfig). Errors: a budget that holds no block; a scheduler config it refuses.
 Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const ModelConfig& model,
                                             int64_t available_memory_bytes);
 

@@ -155,6 +155,10 @@ std::string EngineImpl::detokenize(const std::vector<int32_t>& ids) const {
   return tokenizer_->decode(valid);
 }
 
+std::string EngineImpl::token_piece(int32_t id) const {
+  return tokenizer_->token_to_piece(id, /*render_special=*/true);
+}
+
 const tokenizer::ChatRenderer& EngineImpl::chat_renderer() const {
   std::call_once(chat_renderer_once_, [this] {
     const std::string source = model_->file().get_string_or("tokenizer.chat_template", "");

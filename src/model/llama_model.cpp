@@ -4,6 +4,8 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/model_warnings.h"
+#include "util/log.h"
 #include "util/op_profile.h"
 
 namespace tessera {
@@ -98,6 +100,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::from_gguf(gguf::GgufFile file, c
   m->config_ = *config;
   const ModelConfig& c = m->config_;
   const gguf::GgufFile& f = m->file_;
+  for (const std::string& w : model_file_warnings(f, c)) TESSERA_LOG_WARN("model file: {}", w);
 
   auto embd = load_matrix(f, "token_embd.weight", c.vocab_size, c.dim);
   if (!embd) return embd.error();

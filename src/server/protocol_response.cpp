@@ -1,5 +1,7 @@
 #include "server/protocol_response.h"
 
+#include <fmt/format.h>
+
 #include "server/chat_output.h"
 
 namespace tessera::server {
@@ -7,7 +9,19 @@ namespace {
 
 using json = nlohmann::json;
 
-// Completions logprobs object (legacy format) for a run of tokens.
+// A token as logprobs show it: its text when that is valid UTF-8, else OpenAI's form bytes:\xe2\x80
+// (backslash, x, two hex digits per byte) for a piece that splits a character. Before, every such
+// piece became U+FFFD and distinct tokens collided as keys of top_logprobs.
+std::string token_display(const std::string& piece) {
+  if (is_valid_utf8(piece)) return piece;
+  std::string out = "bytes:";
+  for (char c : piece) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+  return out;
+}
+
+// Completions logprobs object (legacy format) for a run of tokens. top_logprobs maps each token's
+// display text to its logprob: the chosen token's entry is written first, and an alternative never
+// replaces an entry already there (two ids with the same text: the first, most likely one stays).
 json completion_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogprob>& lps,
                          const std::vector<std::vector<TokenLogprob>>& tops, size_t offset_base,
                          const TokenTextFn& token_text) {
@@ -16,11 +30,18 @@ json completion_logprobs(const std::vector<int32_t>& ids, const std::vector<Toke
   size_t offset = offset_base;
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string text = token_text(ids[i]);
-    tokens.push_back(text);
+    const std::string shown = token_display(text);
+    tokens.push_back(shown);
     token_logprobs.push_back(i < lps.size() ? json(lps[i].logprob) : json(nullptr));
     json alternatives = json::object();
     if (i < tops.size()) {
-      for (const TokenLogprob& t : tops[i]) alternatives[token_text(t.token_id)] = t.logprob;
+      for (const TokenLogprob& t : tops[i]) {
+        if (t.token_id == ids[i]) alternatives[shown] = t.logprob;
+      }
+      for (const TokenLogprob& t : tops[i]) {
+        const std::string key = token_display(token_text(t.token_id));
+        if (!alternatives.contains(key)) alternatives[key] = t.logprob;
+      }
     }
     top.push_back(std::move(alternatives));
     offsets.push_back(offset);
@@ -46,10 +67,10 @@ json chat_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogpr
     if (i < tops.size()) {
       for (const TokenLogprob& t : tops[i]) {
         const std::string alt = token_text(t.token_id);
-        top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", token_bytes(alt)}});
+        top.push_back({{"token", token_display(alt)}, {"logprob", t.logprob}, {"bytes", token_bytes(alt)}});
       }
     }
-    content.push_back({{"token", text},
+    content.push_back({{"token", token_display(text)},
                        {"logprob", i < lps.size() ? lps[i].logprob : 0.0f},
                        {"bytes", token_bytes(text)},
                        {"top_logprobs", std::move(top)}});

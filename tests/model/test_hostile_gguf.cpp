@@ -2,7 +2,7 @@
 // (huge counts, huge arrays, huge hyperparameters, truncations), each of which must end in a clean
 // Error from GgufFile::parse or ModelConfig::from_gguf, quickly and without allocating what the
 // file asks for. The small ones are also the fuzzer's seeds (fuzz/corpus/hostile-*; regenerate
-// with TESSERA_REGEN_FUZZ_CORPUS=1).
+// with TESSERA_REGEN_FUZZ_CORPUS=1). Also finding 13: files that load with a warning.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -14,6 +14,7 @@
 #include "gguf/gguf_writer.h"
 #include "gguf/make_test_gguf.h"
 #include "model/model_config.h"
+#include "model/model_warnings.h"
 
 namespace tessera {
 namespace {
@@ -158,6 +159,32 @@ TEST(HostileGguf, FuzzSeedsAreCurrent) {
     const Bytes committed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(committed, bytes);
   }
+}
+
+// Issue 30, finding 13: legal but suspicious files load with a warning (model/model_warnings.h).
+std::vector<std::string> warnings_of(const Bytes& bytes) {
+  auto g = gguf::testing::parse_bytes(bytes);
+  EXPECT_TRUE(g.ok());
+  auto c = ModelConfig::from_gguf(*g);
+  EXPECT_TRUE(c.ok());
+  return model_file_warnings(*g, *c);
+}
+
+TEST(ModelFileWarnings, SmallVocabularyAndAFileTypeNoMatrixHas) {
+  auto with = [](std::vector<std::string> tokens, uint32_t file_type) {
+    return tiny_llama([&](gguf::GgufWriter& w) {
+      w.set_string_array("tokenizer.ggml.tokens", tokens);
+      w.set_uint32("general.file_type", file_type);
+    });
+  };
+  EXPECT_TRUE(warnings_of(with({"a", "b", "c", "d"}, 0)).empty());  // 4 tokens, 4 rows, all F32
+  EXPECT_TRUE(warnings_of(tiny_llama()).empty());                    // neither key: nothing to compare
+  EXPECT_TRUE(warnings_of(with({"a", "b", "c", "d"}, 99)).empty());  // a file type this check does not know
+  EXPECT_EQ(warnings_of(with({"a", "b"}, 2)),
+            (std::vector<std::string>{"the vocabulary has 2 tokens but token_embd.weight has 4 rows: ids 2..3 have no text",
+                                      "general.file_type 2 says the weights are Q4_0, but no layer matrix is (7 F32)"}));
+  EXPECT_EQ(warnings_of(with({"a", "b", "c", "d", "e"}, 15)),  // more tokens than rows is not this warning
+            (std::vector<std::string>{"general.file_type 15 says the weights are Q4_K, but no layer matrix is (7 F32)"}));
 }
 
 }  // namespace

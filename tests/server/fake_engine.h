@@ -46,6 +46,7 @@ class FakeEngine : public Engine {
   const ModelInfo& model_info() const override { return info_; }
   std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
+  std::string token_piece(int32_t id) const override { return detokenize({id}); }
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt) const override;
   // "<|role|>\ncontent\n" per message, tools as one "<|tools|>" line (JSON as given).

@@ -1,6 +1,8 @@
 // Request parsing/validation, the error table and the response builders, without any engine.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -309,6 +311,35 @@ TEST(Response, ChatBodyWithLogprobs) {
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(body["choices"][0]["logprobs"]["content"][0]["bytes"], json({65}));
   EXPECT_EQ(body["choices"][0]["logprobs"]["content"][0]["top_logprobs"][1]["token"], "B");
+}
+
+// Issue 30, finding 13: a piece that splits a UTF-8 character shows as bytes:\xNN (it was U+FFFD,
+// so distinct pieces collided as top_logprobs keys), a special token by its text, and the chosen
+// token's entry is never overwritten by another token with the same text.
+TEST(Response, LogprobKeysOfSplitPiecesSpecialsAndTwins) {
+  GenerateSpec spec;
+  spec.kind = ApiKind::kCompletion;
+  spec.return_logprobs = true;
+  const std::map<int32_t, std::string> pieces = {{1, "\xE2\x82"}, {2, "\xE2\x80"}, {3, "<|im_end|>"}, {4, "A"}, {5, "A"}};
+  const TokenTextFn text = [&](int32_t id) { return pieces.at(id); };
+  ChoiceState c;
+  RequestOutput ev;
+  ev.token_ids = {1, 4};
+  ev.logprobs = {{1, -0.25f}, {4, -1.0f}};
+  ev.top_logprobs = {{{1, -0.25f}, {2, -0.5f}, {3, -3.0f}}, {{4, -1.0f}, {5, -2.0f}}};
+  ev.num_output_tokens = 2;
+  apply_event(ev, &c);
+  const json lp = json::parse(completion_response({"cmpl-1", 1, "m"}, {c}, {1, 2, 0}, spec, text))["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"bytes:\\xe2\\x82", "A"}));
+  EXPECT_EQ(lp["top_logprobs"][0], json::parse(R"({"bytes:\\xe2\\x82": -0.25, "bytes:\\xe2\\x80": -0.5, "<|im_end|>": -3.0})"));
+  EXPECT_EQ(lp["top_logprobs"][1], json({{"A", -1.0}}));  // the chosen 4, not 5's -2.0 written after it
+  EXPECT_EQ(lp["text_offset"], json({0, 2}));
+  spec.kind = ApiKind::kChat;
+  const json content = json::parse(chat_response({"c", 1, "m"}, {c}, {1, 2, 0}, spec, text))["choices"][0]["logprobs"]["content"];
+  EXPECT_EQ(content[0]["token"], "bytes:\\xe2\\x82");
+  EXPECT_EQ(content[0]["bytes"], json({0xE2, 0x82}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "bytes:\\xe2\\x80");
+  EXPECT_EQ(content[0]["top_logprobs"][2]["token"], "<|im_end|>");
 }
 
 }  // namespace
