@@ -60,11 +60,11 @@ def free_port():
 
 
 class Server:
-    def __init__(self, extra_args=()):
+    def __init__(self, extra_args=(), model=None):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = f"/tmp/tessera_e2e_{self.port}.log"
-        args = [tessera_bin(), "serve", "--model", model_path(), "--port", str(self.port), "--host", "127.0.0.1",
+        args = [tessera_bin(), "serve", "--model", model or model_path(), "--port", str(self.port), "--host", "127.0.0.1",
                 "--served-model-name", SERVED_NAME, "--kv-cache", "128MiB", "--max-model-len", "1024",
                 *([] if "--shutdown-grace" in extra_args else ["--shutdown-grace", "5"]), *extra_args]
         self.log = open(self.log_path, "w")
@@ -129,8 +129,8 @@ def start_server():
     require_environment()
     started = []
 
-    def start(*extra_args):
-        s = Server(extra_args)
+    def start(*extra_args, model=None):
+        s = Server(extra_args, model=model)
         started.append(s)
         return s
     yield start
