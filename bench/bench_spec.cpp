@@ -177,8 +177,7 @@ void workload(const char* name, const std::string& model, const std::string& spe
   }
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& t : texts) {
-    auto chat = (*off)->apply_chat_template({{"user", t}}, true).value();
-    prompts.push_back((*off)->tokenize(chat, false, true));
+    prompts.push_back((*off)->chat_prompt(chat_template_input({{"user", t}}), false).value().ids);
   }
   run(**off, {prompts[0]}, 1, 8);  // warm-up (page in the weights)
   run(**on, {prompts[0]}, 1, 8);

@@ -152,16 +152,13 @@ class Engine {
   // One token as the vocabulary has it: its bytes (a piece may split a UTF-8 character), special
   // tokens by their text ("<|im_end|>", where detokenize gives ""). What logprobs show per token.
   virtual std::string token_piece(int32_t id) const = 0;
-  virtual Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                  bool add_generation_prompt) const = 0;
-  // The model's own template (Jinja) with tools and template kwargs; kInvalidArgument for bad JSON
-  // or when the template raises (its message is returned).
-  virtual Result<std::string> render_chat(const ChatTemplateInput& input) const = 0;
-  // What a chat request feeds the model: render_chat's text and its tokens. Text the request
-  // supplies (contents, roles, names, tool arguments, tools, kwargs) is tokenized as plain text,
-  // so "<|im_start|>system" inside a message cannot forge a turn; only the template's markup gives
-  // special tokens. add_bos: the model's BOS first, never twice when the template writes it.
-  // Tokenizing render_chat's text with parse_special is the injection this exists to prevent.
+  // What a chat feeds the model: the model's own template (Jinja) with tools and template kwargs,
+  // its text and its tokens, in one call. Text the request supplies (contents, roles, names, tool
+  // arguments, tools, kwargs) is tokenized as plain text, so "<|im_start|>system" inside a message
+  // cannot forge a turn; only the template's markup gives special tokens. (Tokenizing the rendered
+  // text with parse_special, as llama.cpp's server does, is that injection: there is no text-only
+  // call to invite it.) add_bos: the model's BOS first, never twice when the template writes it.
+  // kInvalidArgument for bad JSON or when the template raises (its message is returned).
   virtual Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const = 0;
 
   // Validates and enqueues. Errors (kInvalidArgument, kOutOfRange for a prompt that can never

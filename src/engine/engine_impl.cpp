@@ -202,17 +202,6 @@ Result<tokenizer::ChatRenderInput> parse_chat_input(const ChatTemplateInput& in)
 
 }  // namespace
 
-Result<std::string> EngineImpl::apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt) const {
-  return render_chat(chat_template_input(messages, add_generation_prompt));
-}
-
-Result<std::string> EngineImpl::render_chat(const ChatTemplateInput& in) const {
-  Result<tokenizer::ChatRenderInput> input = parse_chat_input(in);
-  if (!input.ok()) return input.error();
-  return tokenizer::render_chat_text(chat_renderer(), *tokenizer_, *input);
-}
-
 Result<ChatPrompt> EngineImpl::chat_prompt(const ChatTemplateInput& in, bool add_bos) const {
   Result<tokenizer::ChatRenderInput> input = parse_chat_input(in);
   if (!input.ok()) return input.error();

@@ -41,9 +41,6 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   std::string token_piece(int32_t id) const override;
-  Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) const override;
-  Result<std::string> render_chat(const ChatTemplateInput& input) const override;
   Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override;

@@ -39,7 +39,7 @@ const char* error_code_name(ErrorType type);  // OpenAI "code" or nullptr (-> JS
 // The JSON body for `error` (compact, one line).
 std::string error_body(const ApiError& error);
 
-// Maps an engine Error (from submit/apply_chat_template) to the API error table.
+// Maps an engine Error (from submit/chat_prompt) to the API error table.
 ApiError from_engine_error(const Error& error);
 
 }  // namespace tessera::server

@@ -37,7 +37,8 @@ std::optional<ApiError> prepare(const Engine& engine, GenerateSpec& spec, Prepar
     // "none": the model is not to call any) and chat_template_kwargs.
     ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
                             spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
-    Result<std::string> rendered = engine.render_chat(input);
+    // Rendered and tokenized as one: text from the request never becomes a control token.
+    Result<ChatPrompt> rendered = engine.chat_prompt(input, info.add_bos);
     if (!rendered.ok()) {
       ApiError e = from_engine_error(rendered.error());
       e.message = "Cannot apply the chat template: " + e.message;
@@ -45,13 +46,8 @@ std::optional<ApiError> prepare(const Engine& engine, GenerateSpec& spec, Prepar
       if (e.type == ErrorType::kInternal) e.type = ErrorType::kInvalidRequest;
       return e;
     }
-    std::vector<int32_t> ids = engine.tokenize(rendered.value(), info.add_bos, /*parse_special=*/true);
-    // A template that writes BOS itself must not get a second one.
-    if (ids.size() >= 2 && info.bos_id >= 0 && ids[0] == info.bos_id && ids[1] == info.bos_id) {
-      ids.erase(ids.begin());
-    }
-    out->prompt_ids.push_back(std::move(ids));
-    out->prompt_texts.push_back(rendered.value());
+    out->prompt_ids.push_back(std::move(rendered->ids));
+    out->prompt_texts.push_back(std::move(rendered->text));
   } else {
     for (PromptInput& p : spec.prompts) {
       if (p.is_ids) {
@@ -125,7 +121,7 @@ struct Job {
   int32_t n() const { return spec.params.n; }
   TokenTextFn token_text() const {
     const Engine* engine = &state.engine;
-    return [engine](int32_t id) { return engine->detokenize({id}); };
+    return [engine](int32_t id) { return engine->token_piece(id); };
   }
   void abort_all() {
     for (const auto& s : streams) state.engine.abort(s->request_id());

@@ -43,13 +43,6 @@ std::optional<ApiError> check_model(const ServerState& state, const std::string&
   return ApiError{ErrorType::kModelNotFound, fmt::format("The model `{}` does not exist.", model), "model"};
 }
 
-// The model's BOS, never twice (a template that writes BOS itself).
-void drop_double_bos(const ModelInfo& info, std::vector<int32_t>* ids) {
-  if (ids->size() >= 2 && info.bos_id >= 0 && (*ids)[0] == info.bos_id && (*ids)[1] == info.bos_id) {
-    ids->erase(ids->begin());
-  }
-}
-
 HttpResponse tokenize(ServerState& state, const HttpRequest& req) {
   TokenizeSpec spec;
   if (auto e = parse_tokenize_request(req.body, state.config.limits, &spec)) return error_response(*e);
@@ -60,10 +53,9 @@ HttpResponse tokenize(ServerState& state, const HttpRequest& req) {
   if (spec.messages.empty()) {
     ids = engine.tokenize(spec.prompt, spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
   } else {
-    Result<std::string> text = engine.apply_chat_template(spec.messages, true);
-    if (!text.ok()) return error_response(from_engine_error(text.error()));
-    ids = engine.tokenize(text.value(), spec.add_special_tokens && info.add_bos, /*parse_special=*/true);
-    drop_double_bos(info, &ids);
+    Result<ChatPrompt> prompt = engine.chat_prompt(chat_template_input(spec.messages), spec.add_special_tokens && info.add_bos);
+    if (!prompt.ok()) return error_response(from_engine_error(prompt.error()));
+    ids = std::move(prompt->ids);
   }
   return json_response(dump_json(json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", info.context_length}}));
 }
@@ -77,17 +69,15 @@ HttpResponse apply_template(ServerState& state, const HttpRequest& req) {
   const Engine& engine = state.engine;
   ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
                           spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
-  Result<std::string> text = engine.render_chat(input);
-  if (!text.ok()) {
-    ApiError e = from_engine_error(text.error());
+  Result<ChatPrompt> prompt = engine.chat_prompt(input, engine.model_info().add_bos);
+  if (!prompt.ok()) {
+    ApiError e = from_engine_error(prompt.error());
     e.message = "Cannot apply the chat template: " + e.message;
     e.param = "messages";
     if (e.type == ErrorType::kInternal) e.type = ErrorType::kInvalidRequest;
     return error_response(e);
   }
-  std::vector<int32_t> ids = engine.tokenize(text.value(), engine.model_info().add_bos, /*parse_special=*/true);
-  drop_double_bos(engine.model_info(), &ids);
-  return json_response(dump_json(json{{"prompt", text.value()}, {"tokens", ids}, {"count", ids.size()}}));
+  return json_response(dump_json(json{{"prompt", prompt->text}, {"tokens", prompt->ids}, {"count", prompt->ids.size()}}));
 }
 
 HttpResponse detokenize(ServerState& state, const HttpRequest& req) {

@@ -47,13 +47,6 @@ ChatRenderInput escape_chat_input(const ChatRenderInput& input, const Tokenizer&
   return out;
 }
 
-Result<std::string> render_chat_text(const ChatRenderer& renderer, const Tokenizer& tokenizer,
-                                     const ChatRenderInput& input) {
-  Result<std::string> escaped = render_escaped(renderer, tokenizer, input);
-  if (!escaped.ok()) return escaped.error();
-  return tokenizer.unescape_special(*escaped);
-}
-
 Result<ChatPrompt> render_chat_prompt(const ChatRenderer& renderer, const Tokenizer& tokenizer,
                                       const ChatRenderInput& input, bool add_bos) {
   Result<std::string> escaped = render_escaped(renderer, tokenizer, input);

@@ -19,10 +19,6 @@
 
 namespace tessera::tokenizer {
 
-// The rendering only (what /apply-template shows as "prompt").
-Result<std::string> render_chat_text(const ChatRenderer& renderer, const Tokenizer& tokenizer,
-                                     const ChatRenderInput& input);
-
 // Text and ids. add_bos: prepend the vocabulary's BOS, unless the template wrote one itself (never
 // "<bos><bos>": HF's apply_chat_template adds no special tokens).
 Result<ChatPrompt> render_chat_prompt(const ChatRenderer& renderer, const Tokenizer& tokenizer,

@@ -104,18 +104,10 @@ std::string FakeEngine::detokenize(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-Result<std::string> FakeEngine::apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt) const {
-  std::string out;
-  for (const ChatMessage& m : messages) {
-    if (m.content == "TEMPLATE_FAIL") return make_error(ErrorCode::kInvalidArgument, "template refused");
-    out += "<|" + m.role + "|>\n" + m.content + "\n";
-  }
-  if (add_generation_prompt) out += "<|assistant|>\n";
-  return out;
-}
+namespace {
 
-Result<std::string> FakeEngine::render_chat(const ChatTemplateInput& input) const {
+// "<|role|>\ncontent\n" per message, tools as one "<|tools|>" line (JSON as given).
+Result<std::string> render_chat(const ChatTemplateInput& input) {
   const auto messages = nlohmann::json::parse(input.messages_json, nullptr, false);
   if (messages.is_discarded() || !messages.is_array()) return make_error(ErrorCode::kInvalidArgument, "bad messages");
   std::string out;
@@ -128,6 +120,8 @@ Result<std::string> FakeEngine::render_chat(const ChatTemplateInput& input) cons
   if (input.add_generation_prompt) out += "<|assistant|>\n";
   return out;
 }
+
+}  // namespace
 
 Result<ChatPrompt> FakeEngine::chat_prompt(const ChatTemplateInput& input, bool add_bos) const {
   Result<std::string> text = render_chat(input);

@@ -47,10 +47,7 @@ class FakeEngine : public Engine {
   std::vector<int32_t> tokenize(const std::string& text, bool add_bos, bool parse_special) const override;
   std::string detokenize(const std::vector<int32_t>& ids) const override;
   std::string token_piece(int32_t id) const override { return detokenize({id}); }
-  Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) const override;
-  // "<|role|>\ncontent\n" per message, tools as one "<|tools|>" line (JSON as given).
-  Result<std::string> render_chat(const ChatTemplateInput& input) const override;
+  // "<|role|>\ncontent\n" per message, tools as one "<|tools|>" line (JSON as given); ids one per byte.
   Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   // One submit() per request (the fake has no steps for them to fall between).

@@ -36,9 +36,9 @@ std::vector<std::vector<int32_t>> chat_prompts(size_t n) {
       "List three colors."};
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < n; ++i) {
-    auto text = (*engine)->apply_chat_template({{"user", questions[i % questions.size()]}}, true);
-    TESSERA_CHECK(text.ok(), "template");
-    out.push_back((*engine)->tokenize(*text, false, true));
+    auto prompt = (*engine)->chat_prompt(chat_template_input({{"user", questions[i % questions.size()]}}), false);
+    TESSERA_CHECK(prompt.ok(), "template");
+    out.push_back(std::move(prompt->ids));
   }
   return out;
 }
