@@ -127,8 +127,9 @@ int main(int argc, char** argv) {
   for (int32_t i = 0; i < num_requests; ++i) {
     NewRequest r;
     r.id = i;
-    r.prompt_token_ids.resize(static_cast<size_t>(std::uniform_int_distribution<int32_t>(32, 512)(rng)));
-    for (int32_t& t : r.prompt_token_ids) t = std::uniform_int_distribution<int32_t>(256, 49151)(rng);
+    std::vector<int32_t> prompt(static_cast<size_t>(std::uniform_int_distribution<int32_t>(32, 512)(rng)));
+    for (int32_t& t : prompt) t = std::uniform_int_distribution<int32_t>(256, 49151)(rng);
+    r.prompt = std::make_shared<const std::vector<int32_t>>(std::move(prompt));
     r.stop.max_tokens = std::uniform_int_distribution<int32_t>(1, 512)(rng);
     r.stop.eos_token_ids = {2};
     reqs.push_back(std::move(r));
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
     SchedulerConfig c = config_for(4096 * 16, 16, max_model_len);
     NewRequest root;
     root.id = 0;
-    root.prompt_token_ids = prompt;
+    root.prompt = std::make_shared<const std::vector<int32_t>>(prompt);
     root.stop.max_tokens = 128;
     root.stop.eos_token_ids = {2};
     root.num_samples = n;

@@ -62,7 +62,7 @@ double bookkeeping_us_per_step(bool cache, int32_t rounds, int32_t vocab, int64_
     for (const auto& p : prompts) {
       sched::NewRequest q;
       q.id = next_id++;
-      q.prompt_token_ids = p;
+      q.prompt = std::make_shared<const std::vector<int32_t>>(p);
       q.stop.max_tokens = 64;
       const Status st = s.add_request(q);
       TESSERA_CHECK(st.ok(), "bookkeeping bench: request refused");

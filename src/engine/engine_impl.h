@@ -68,6 +68,9 @@ class EngineImpl final : public Engine {
   std::vector<spec::SpecSequence> spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
                                                  const std::vector<sched::RequestUpdate>& updates) const;
   void finish_request_state(ActiveRequest& req);
+  // Ends every sample of `req` not yet finished with a final event (reason, error text, counts):
+  // an abort, or a request the engine fails.
+  void end_unfinished_samples(ActiveRequest& req, FinishReason reason, const std::string& error);
   // Ends every request whose logits rows were not usable this step (RunnerOutput::nonfinite_logits)
   // with an error event; called before the scheduler consumes the step, which then skips them.
   void fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result);

@@ -94,7 +94,7 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
   auto req = std::make_unique<ActiveRequest>();
   req->id = next_request_id_.fetch_add(1);
   req->params = p;
-  req->prompt_ids = std::move(request.prompt_ids);
+  req->prompt = std::make_shared<const std::vector<int32_t>>(std::move(request.prompt_ids));  // moved, not copied
   req->arrival = Clock::now();
   req->stream = std::make_shared<RequestStreamImpl>(req->id, p.n);
   const uint64_t base_seed = p.seed.has_value() ? *p.seed : config_.seed * 1000003ull + static_cast<uint64_t>(req->id);
@@ -153,52 +153,50 @@ void EngineImpl::drain_messages() {
   for (EngineMessage& msg : batch) {
     if (msg.kind == EngineMessage::Kind::kAdd) {
       ActiveRequest& req = *msg.request;
-      sched::NewRequest nr;
-      nr.id = req.id;
-      nr.prompt_token_ids = req.prompt_ids;
-      nr.stop = sched::stop_params_from(req.params, eos_ids_);
-      nr.num_samples = req.params.n;
-      nr.cache_salt = msg.cache_salt;
       req.cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
-      Status added = scheduler_->add_request(std::move(nr));
+      Status added = scheduler_->add_request(scheduler_request_of(req, eos_ids_, std::move(msg.cache_salt)));
       if (!added.ok()) {
         for (int32_t i = 0; i < req.params.n; ++i) {
           RequestOutput out;
           out.sample_index = i;
           out.finish_reason = FinishReason::kError;
           out.error = added.error().message;
-          out.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
+          out.num_prompt_tokens = static_cast<int32_t>(req.prompt->size());
           req.stream->push(std::move(out));
         }
         num_unfinished_.fetch_sub(1);
         continue;
       }
-      live_metrics_.prompt_tokens += static_cast<int64_t>(req.prompt_ids.size());
+      live_metrics_.prompt_tokens += static_cast<int64_t>(req.prompt->size());
       requests_.emplace(req.id, std::move(msg.request));
     } else {
       auto it = requests_.find(msg.request_id);
       if (it == requests_.end()) continue;
       scheduler_->abort_request(msg.request_id);
-      ActiveRequest& req = *it->second;
-      for (size_t i = 0; i < req.samples.size(); ++i) {
-        SampleState& s = req.samples[i];
-        if (s.finished) continue;
-        s.finished = true;
-        RequestOutput out;
-        out.sample_index = static_cast<int32_t>(i);
-        out.finish_reason = FinishReason::kAbort;
-        out.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
-        out.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
-        out.num_output_tokens = static_cast<int32_t>(s.output_ids.size());
-        req.stream->push(std::move(out));
-      }
+      end_unfinished_samples(*it->second, FinishReason::kAbort, "");
       live_metrics_.num_requests_aborted += 1;
-      finish_request_state(req);
+      finish_request_state(*it->second);
       requests_.erase(it);
     }
   }
   // An abort can leave nothing to step: publish now, or metrics() would keep the pre-abort state.
   if (!batch.empty()) publish_metrics();
+}
+
+void EngineImpl::end_unfinished_samples(ActiveRequest& req, FinishReason reason, const std::string& error) {
+  for (size_t i = 0; i < req.samples.size(); ++i) {
+    SampleState& s = req.samples[i];
+    if (s.finished) continue;
+    s.finished = true;
+    RequestOutput out;
+    out.sample_index = static_cast<int32_t>(i);
+    out.finish_reason = reason;
+    out.error = error;
+    out.num_prompt_tokens = static_cast<int32_t>(req.prompt->size());
+    out.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
+    out.num_output_tokens = static_cast<int32_t>(s.output_ids.size());
+    req.stream->push(std::move(out));
+  }
 }
 
 void EngineImpl::finish_request_state(ActiveRequest& req) {

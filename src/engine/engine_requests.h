@@ -1,15 +1,20 @@
-// The engine thread's per-request state, and the messages client threads send it.
+// The engine thread's per-request state, the views of it that go down with a step, and the
+// messages client threads send it.
 #pragma once
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
 #include "grammar/matcher.h"
-#include "tokenizer/tokenizer.h"
+#include "runner/model_runner.h"
 #include "sample/rng.h"
+#include "sched/request.h"
+#include "spec/spec_decoder.h"
 #include "tessera/engine.h"
+#include "tokenizer/tokenizer.h"
 #include "util/timer.h"
 
 namespace tessera {
@@ -29,8 +34,8 @@ struct SampleState {
 
 struct ActiveRequest {
   int64_t id = 0;
-  SamplingParams params;
-  std::vector<int32_t> prompt_ids;
+  SamplingParams params;                            // as submitted (validated)
+  sched::PromptIds prompt;                          // the request's one copy of its prompt ids
   std::vector<SampleState> samples;                 // [n]
   std::vector<sample::Rng*> rng_ptrs;               // [n] into samples (the runner's sampling views)
   std::shared_ptr<RequestStreamImpl> stream;
@@ -41,6 +46,15 @@ struct ActiveRequest {
   uint64_t cache_extra_key = 0;                     // kv::hash_cache_salt(cache salt), 0 = none
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // structured output, or null
 };
+
+// What goes down per request (engine_requests.cpp); each shares the request's state, none copies it:
+//   scheduler_request_of  the scheduler's NewRequest at admission (the prompt holder, stop data, n)
+//   sampling_view_of      the runner's SequenceSampling of one sample (params, RNGs, prompt, output)
+//   spec_sequence_of      the SpecDecoder's view of one decoding sample
+sched::NewRequest scheduler_request_of(const ActiveRequest& req, std::vector<int32_t> eos_token_ids,
+                                       std::string cache_salt);
+SequenceSampling sampling_view_of(const ActiveRequest& req, int32_t sample_index);
+spec::SpecSequence spec_sequence_of(const ActiveRequest& req, int64_t seq_id, int32_t sample_index);
 
 // The vocabulary as the grammar engine sees it (engine_grammar.cpp): each token's bytes (none
 // for control tokens) and the end-of-generation ids.

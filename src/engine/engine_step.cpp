@@ -41,12 +41,8 @@ bool EngineImpl::step() {
     if (!s.needs_logits) continue;
     auto it = requests_.find(s.request_id);
     TESSERA_CHECK(it != requests_.end(), "no state for request {}", s.request_id);
-    ActiveRequest& req = *it->second;
     SequenceSampling& ss = sampling_[i];
-    ss.params = &req.params;
-    ss.rngs = req.rng_ptrs;
-    ss.prompt = req.prompt_ids;
-    ss.output = req.samples[static_cast<size_t>(s.sample_index)].output_ids;
+    ss = sampling_view_of(*it->second, s.sample_index);
     if (spec_) ss.draft_probs = spec_->draft_probs_of(s.seq_id, s.num_spec_tokens);  // draft-model q rows
     ss.allowed_tokens = grammar_masks_of(s);  // filled by the mask job: the runner waits for it
   }
@@ -84,19 +80,8 @@ void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, cons
     if (it == requests_.end()) continue;  // another sample of it already failed this step
     scheduler_->abort_request(s.request_id, sched::RequestStatus::kFinishedError);
     ActiveRequest& req = *it->second;
-    for (size_t k = 0; k < req.samples.size(); ++k) {
-      SampleState& sample = req.samples[k];
-      if (sample.finished) continue;
-      sample.finished = true;
-      RequestOutput ev;
-      ev.sample_index = static_cast<int32_t>(k);
-      ev.finish_reason = FinishReason::kError;
-      ev.error = "the model produced non-finite logits (NaN or Inf) for this request";
-      ev.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
-      ev.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
-      ev.num_output_tokens = static_cast<int32_t>(sample.output_ids.size());
-      req.stream->push(std::move(ev));
-    }
+    end_unfinished_samples(req, FinishReason::kError,
+                           "the model produced non-finite logits (NaN or Inf) for this request");
     live_metrics_.num_requests_nonfinite += 1;
     finish_request_state(req);
     requests_.erase(it);
@@ -112,12 +97,12 @@ std::vector<spec::SpecSequence> EngineImpl::spec_sequences(const std::vector<std
     if (it == requests_.end()) continue;
     const ActiveRequest& req = *it->second;
     // The sample of this sequence: the one whose output was just extended.
-    const SampleState* sample = nullptr;
+    int32_t sample_index = -1;
     for (const sched::RequestUpdate& u : updates) {
-      if (u.seq_id == seq_id) sample = &req.samples[static_cast<size_t>(u.sample_index)];
+      if (u.seq_id == seq_id) sample_index = u.sample_index;
     }
-    if (!sample) continue;
-    sequences.push_back({seq_id, req.prompt_ids, sample->output_ids, &req.params, req.cache_extra_key});
+    if (sample_index < 0) continue;
+    sequences.push_back(spec_sequence_of(req, seq_id, sample_index));
   }
   return sequences;
 }
@@ -208,7 +193,7 @@ void EngineImpl::handle_updates(const sched::SchedulerOutput& out, const RunnerO
     } else {
       decoding.emplace_back(u.seq_id, u.request_id);
     }
-    ev.num_prompt_tokens = static_cast<int32_t>(req.prompt_ids.size());
+    ev.num_prompt_tokens = static_cast<int32_t>(req.prompt->size());
     ev.num_cached_prompt_tokens = req.num_cached_prompt_tokens;
     ev.num_output_tokens = static_cast<int32_t>(sample.output_ids.size());
     const bool final_event = ev.finish_reason != FinishReason::kNone;

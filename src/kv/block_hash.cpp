@@ -22,14 +22,24 @@ uint64_t hash_cache_salt(std::string_view salt) {
   return XXH3_64bits(salt.data(), salt.size()) | 1;  // never 0, which means "no salt"
 }
 
-void extend_block_hashes(std::vector<BlockHash>& hashes, std::span<const int32_t> token_ids,
-                         int32_t block_size, uint64_t extra_key) {
+std::span<const int32_t> TokenRun::range(size_t begin, size_t n, std::vector<int32_t>& scratch) const {
+  TESSERA_CHECK(begin + n <= size(), "range [{}, {}) of {} tokens", begin, begin + n, size());
+  if (begin + n <= head.size()) return head.subspan(begin, n);
+  if (begin >= head.size()) return tail.subspan(begin - head.size(), n);
+  scratch.assign(head.begin() + static_cast<std::ptrdiff_t>(begin), head.end());
+  scratch.insert(scratch.end(), tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(begin + n - head.size()));
+  return scratch;
+}
+
+void extend_block_hashes(std::vector<BlockHash>& hashes, TokenRun token_ids, int32_t block_size,
+                         uint64_t extra_key) {
   TESSERA_CHECK(block_size > 0, "block_size {}", block_size);
   const size_t num_full = token_ids.size() / static_cast<size_t>(block_size);
+  std::vector<int32_t> scratch;  // only for the block where prompt and output meet
   while (hashes.size() < num_full) {
     const size_t index = hashes.size();
     const BlockHash parent = index == 0 ? kRootBlockHash : hashes[index - 1];
-    hashes.push_back(hash_block_tokens(parent, token_ids.subspan(index * block_size, block_size),
+    hashes.push_back(hash_block_tokens(parent, token_ids.range(index * block_size, block_size, scratch),
                                        index == 0 ? extra_key : 0));
   }
 }

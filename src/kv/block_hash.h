@@ -26,9 +26,27 @@ BlockHash hash_block_tokens(BlockHash parent_hash, std::span<const int32_t> toke
 // Extra key for a cache salt; 0 for the empty salt (no isolation).
 uint64_t hash_cache_salt(std::string_view salt);
 
+// A sequence's token ids read as one run from two contiguous pieces: the prompt (stored once per
+// request, shared by its samples) then the sequence's own output. Either piece may be empty; a
+// plain vector or span converts to a run with an empty tail.
+struct TokenRun {
+  std::span<const int32_t> head;  // [head.size()] positions 0..
+  std::span<const int32_t> tail;  // [tail.size()] positions head.size()..
+  TokenRun() = default;
+  TokenRun(std::span<const int32_t> all) : head(all) {}          // NOLINT: implicit by design
+  TokenRun(const std::vector<int32_t>& all) : head(all) {}       // NOLINT
+  TokenRun(std::span<const int32_t> h, std::span<const int32_t> t) : head(h), tail(t) {}
+  size_t size() const { return head.size() + tail.size(); }
+  bool empty() const { return size() == 0; }
+  int32_t operator[](size_t p) const { return p < head.size() ? head[p] : tail[p - head.size()]; }
+  // Tokens [begin, begin + n) (within size()): a span into one piece, or copied into `scratch`
+  // when the range straddles the two (one block per sequence at most).
+  std::span<const int32_t> range(size_t begin, size_t n, std::vector<int32_t>& scratch) const;
+};
+
 // Appends to `hashes` the hashes of every block of `token_ids` that is full and not yet hashed
 // (hashes.size() blocks are already hashed). Call after each append of tokens.
-void extend_block_hashes(std::vector<BlockHash>& hashes, std::span<const int32_t> token_ids,
-                         int32_t block_size, uint64_t extra_key);
+void extend_block_hashes(std::vector<BlockHash>& hashes, TokenRun token_ids, int32_t block_size,
+                         uint64_t extra_key);
 
 }  // namespace tessera::kv

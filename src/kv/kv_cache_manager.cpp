@@ -21,8 +21,9 @@ PrefixHit KvCacheManager::get_computed_blocks(const SeqTokens& seq) const {
   const size_t max_blocks = std::min((seq.token_ids.size() - 1) / static_cast<size_t>(bs),
                                      seq.block_hashes.size());
   int32_t parent = kNoParentBlock;
+  std::vector<int32_t> scratch;  // the block where prompt and output meet, if any
   for (size_t b = 0; b < max_blocks; ++b) {
-    const auto tokens = seq.token_ids.subspan(b * static_cast<size_t>(bs), static_cast<size_t>(bs));
+    const auto tokens = seq.token_ids.range(b * static_cast<size_t>(bs), static_cast<size_t>(bs), scratch);
     auto id = pool_.find_cached_block(seq.block_hashes[b], tokens, parent,
                                       b == 0 ? seq.extra_key : 0);
     if (!id) break;
@@ -108,10 +109,11 @@ void KvCacheManager::cache_blocks(const SeqTokens& seq, int32_t num_computed_tok
   TESSERA_CHECK(static_cast<int32_t>(seq.block_hashes.size()) >= num_full,
                 "sequence {} has {} hashes for {} full blocks", seq.seq_id, seq.block_hashes.size(),
                 num_full);
+  std::vector<int32_t> scratch;  // the block where prompt and output meet, if any
   for (int32_t b = state.num_cached_blocks; b < num_full; ++b) {
     pool_.cache_full_block(state.block_ids[static_cast<size_t>(b)],
                            seq.block_hashes[static_cast<size_t>(b)],
-                           seq.token_ids.subspan(static_cast<size_t>(b) * bs, static_cast<size_t>(bs)),
+                           seq.token_ids.range(static_cast<size_t>(b) * bs, static_cast<size_t>(bs), scratch),
                            b == 0 ? kNoParentBlock : state.block_ids[static_cast<size_t>(b) - 1],
                            b == 0 ? seq.extra_key : 0);
   }

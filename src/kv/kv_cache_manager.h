@@ -37,7 +37,7 @@ struct KvCacheConfig {
 // A read-only view of a sequence's tokens, taken from the scheduler's Request.
 struct SeqTokens {
   int64_t seq_id = 0;                        // sequence id (key of the block table)
-  std::span<const int32_t> token_ids;        // [num_tokens] prompt + output, no draft tokens
+  TokenRun token_ids;                        // [num_tokens] prompt ++ output, no draft tokens
   std::span<const BlockHash> block_hashes;   // [num_tokens / block_size] chained hashes
   uint64_t extra_key = 0;                    // cache-salt key (hash_cache_salt), 0 = none
 };

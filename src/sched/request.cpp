@@ -43,8 +43,8 @@ int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, int32_t
 }
 
 void Request::append_token(int32_t token, int32_t block_size) {
-  token_ids.push_back(token);
-  kv::extend_block_hashes(block_hashes, token_ids, block_size, cache_extra_key);
+  output_ids.push_back(token);
+  kv::extend_block_hashes(block_hashes, tokens(), block_size, cache_extra_key);
 }
 
 }  // namespace tessera::sched

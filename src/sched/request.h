@@ -3,11 +3,13 @@
 // tokens from the last prompt position and the scheduler forks n - 1 child sequences that share the
 // prompt's KV blocks (copy-on-write on the last partial block). Each child is then a Request of its
 // own with parent_id = the root's id.
-// Token layout: token_ids = prompt ++ output; positions [0, num_computed_tokens) have KV in the
-// cache; spec_token_ids are draft tokens proposed after token_ids, never part of token_ids (and
-// never cached) until the runner accepts them.
+// Token layout: tokens() = prompt ++ output_ids; positions [0, num_computed_tokens) have KV in the
+// cache; spec_token_ids are draft tokens proposed after them, never part of tokens() (and never
+// cached) until the runner accepts them. The prompt is stored once per user request (PromptIds):
+// the engine's request state, the root and every forked sample hold the same vector.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,10 +55,15 @@ StopParams stop_params_from(const SamplingParams& params, std::vector<int32_t> e
 // request at submission with it; Scheduler::add_request checks the same rule.
 int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, int32_t block_size);
 
+// A request's prompt token ids, the one copy: immutable once submitted, shared by the engine's
+// request state, the scheduler's sequences (the root and its forked samples) and, through spans,
+// the runner and the proposers.
+using PromptIds = std::shared_ptr<const std::vector<int32_t>>;
+
 // What the engine submits (add_request).
 struct NewRequest {
   int64_t id = 0;                        // caller-chosen, unique among live requests, >= 0
-  std::vector<int32_t> prompt_token_ids; // [num_prompt_tokens], not empty
+  PromptIds prompt;                      // [num_prompt_tokens], not empty (shared, not copied)
   StopParams stop;
   int32_t num_samples = 1;               // SamplingParams::n
   std::string cache_salt;                // prefix-cache isolation key ("" = shared cache)
@@ -67,8 +74,8 @@ struct Request {
   int64_t parent_id = 0;                 // user request id (== id for the root)
   int32_t sample_index = 0;              // 0 for the root, 1..n-1 for forked children
   int32_t num_samples = 1;               // samples still to fork from this root (1 once forked)
-  std::vector<int32_t> token_ids;        // [num_tokens] prompt ++ output
-  int32_t num_prompt_tokens = 0;         // prompt length
+  PromptIds prompt;                      // [num_prompt_tokens] shared with the engine and the samples
+  std::vector<int32_t> output_ids;       // [num_output_tokens] this sequence's sampled tokens
   std::vector<int32_t> spec_token_ids;   // draft tokens for the next step (cleared every update)
   StopParams stop;
   RequestStatus status = RequestStatus::kWaiting;
@@ -78,14 +85,15 @@ struct Request {
   std::vector<kv::BlockHash> block_hashes;  // [num_tokens / block_size], extended on every append
   int32_t num_preemptions = 0;           // times this sequence was preempted
 
-  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_prompt_tokens() const { return static_cast<int32_t>(prompt->size()); }
+  int32_t num_output_tokens() const { return static_cast<int32_t>(output_ids.size()); }
+  int32_t num_tokens() const { return num_prompt_tokens() + num_output_tokens(); }
   int32_t num_tokens_with_spec() const {
     return num_tokens() + static_cast<int32_t>(spec_token_ids.size());
   }
-  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
-  std::span<const int32_t> output_token_ids() const {
-    return std::span<const int32_t>(token_ids).subspan(static_cast<size_t>(num_prompt_tokens));
-  }
+  std::span<const int32_t> output_token_ids() const { return output_ids; }
+  // prompt ++ output as one run of num_tokens() ids (no copy).
+  kv::TokenRun tokens() const { return {*prompt, output_ids}; }
   // Appends one token and extends the block hashes.
   void append_token(int32_t token, int32_t block_size);
 };

@@ -32,7 +32,7 @@ Scheduler::Scheduler(const SchedulerConfig& config)
 }
 
 kv::SeqTokens Scheduler::view(const Request& r) const {
-  return {r.id, r.token_ids, r.block_hashes, r.cache_extra_key};
+  return {r.id, r.tokens(), r.block_hashes, r.cache_extra_key};
 }
 
 Status Scheduler::add_request(NewRequest in) {
@@ -42,7 +42,7 @@ Status Scheduler::add_request(NewRequest in) {
   if (requests_.count(in.id) != 0) {
     return make_error(ErrorCode::kInvalidArgument, "request id {} is already live", in.id);
   }
-  if (in.prompt_token_ids.empty()) {
+  if (!in.prompt || in.prompt->empty()) {
     return make_error(ErrorCode::kInvalidArgument, "request {}: empty prompt", in.id);
   }
   if (in.num_samples < 1 || in.num_samples > config_.max_num_seqs) {
@@ -53,7 +53,7 @@ Status Scheduler::add_request(NewRequest in) {
     return make_error(ErrorCode::kInvalidArgument, "request {}: max_tokens {}, min_tokens {}",
                       in.id, in.stop.max_tokens, in.stop.min_tokens);
   }
-  const int64_t num_prompt = static_cast<int64_t>(in.prompt_token_ids.size());
+  const int64_t num_prompt = static_cast<int64_t>(in.prompt->size());
   const int64_t total = num_prompt + in.stop.max_tokens;
   if (total > config_.max_model_len) {
     return make_error(ErrorCode::kOutOfRange,
@@ -71,12 +71,11 @@ Status Scheduler::add_request(NewRequest in) {
   r.id = in.id;
   r.parent_id = in.id;
   r.num_samples = in.num_samples;
-  r.token_ids = std::move(in.prompt_token_ids);
-  r.num_prompt_tokens = static_cast<int32_t>(num_prompt);
+  r.prompt = std::move(in.prompt);
   r.stop = std::move(in.stop);
   r.arrival_index = next_arrival_index_++;
   r.cache_extra_key = kv::hash_cache_salt(in.cache_salt);
-  kv::extend_block_hashes(r.block_hashes, r.token_ids, config_.block_size, r.cache_extra_key);
+  kv::extend_block_hashes(r.block_hashes, r.tokens(), config_.block_size, r.cache_extra_key);
   waiting_.push_back(r.id);
   requests_.emplace(r.id, std::move(r));
   return ok_status();
@@ -95,7 +94,7 @@ std::optional<int32_t> Scheduler::try_schedule(Request& r, int32_t budget, Sched
   const int32_t num_known_left = r.num_tokens() - num_computed;
   int32_t num_new = r.num_tokens_with_spec() - num_computed;
   // Drafts past the last position this sequence can ever need are pointless.
-  const int32_t last_position = std::min(r.num_prompt_tokens + r.stop.max_tokens - 1,
+  const int32_t last_position = std::min(r.num_prompt_tokens() + r.stop.max_tokens - 1,
                                          config_.max_model_len);
   num_new = std::min(num_new, std::max(num_known_left, last_position - num_computed));
   if (config_.long_prefill_token_threshold > 0) {
@@ -114,10 +113,13 @@ std::optional<int32_t> Scheduler::try_schedule(Request& r, int32_t budget, Sched
   s.request_id = r.parent_id;
   s.sample_index = r.sample_index;
   s.start_position = num_computed;
+  // The step's chunk: a copy of positions [num_computed, num_computed + num_new) of prompt ++
+  // output ++ drafts (the runner's batch input; the request keeps its one prompt).
+  const kv::TokenRun known = r.tokens();
+  s.token_ids.reserve(static_cast<size_t>(num_new));
   for (int32_t p = num_computed; p < num_computed + num_new; ++p) {
-    s.token_ids.push_back(p < r.num_tokens()
-                              ? r.token_ids[static_cast<size_t>(p)]
-                              : r.spec_token_ids[static_cast<size_t>(p - r.num_tokens())]);
+    s.token_ids.push_back(p < r.num_tokens() ? known[static_cast<size_t>(p)]
+                                             : r.spec_token_ids[static_cast<size_t>(p - r.num_tokens())]);
   }
   auto table = kv_.block_table(r.id);
   s.block_table.assign(table.begin(), table.end());
@@ -248,7 +250,7 @@ void Scheduler::fork_samples(Request& root, std::span<const int32_t> first_token
                              std::vector<RequestUpdate>& updates) {
   std::vector<int64_t> children;
   for (size_t k = 1; k < first_tokens.size(); ++k) {
-    Request child = root;  // prompt, hashes, computed tokens; not yet the root's first token
+    Request child = root;  // the shared prompt, hashes, computed tokens; not yet the root's first token
     child.id = next_child_id_++;
     child.sample_index = static_cast<int32_t>(k);
     child.num_samples = 1;

@@ -269,5 +269,33 @@ TEST(BlockHash, IncrementalHashesEqualOneShotHashes) {
   EXPECT_EQ(one_shot[1], hash_block_tokens(one_shot[0], std::span<const int32_t>(tokens).subspan(4, 4), 0));
 }
 
+// A sequence held as prompt + output pieces (TokenRun) hashes, hits and caches exactly as the same
+// tokens in one vector, wherever the pieces meet (inside a block or on its edge).
+TEST(BlockHash, TwoPiecesHashAndHitAsOneVector) {
+  const V tokens = iota(14, 3);
+  std::vector<BlockHash> whole;
+  extend_block_hashes(whole, tokens, 4, 7);
+  for (size_t split = 0; split <= tokens.size(); ++split) {
+    const std::span<const int32_t> all(tokens);
+    const TokenRun run(all.first(split), all.subspan(split));
+    std::vector<BlockHash> pieces;
+    extend_block_hashes(pieces, run, 4, 7);
+    EXPECT_EQ(pieces, whole) << "split " << split;
+    std::vector<int32_t> scratch;
+    for (size_t b = 0; b < 3; ++b) {
+      const auto r = run.range(b * 4, 4, scratch);
+      EXPECT_EQ(V(r.begin(), r.end()), V(tokens.begin() + b * 4, tokens.begin() + b * 4 + 4)) << split;
+    }
+  }
+  KvCacheManager kv({.num_blocks = 9, .block_size = 4, .enable_prefix_caching = true});
+  TestSeq a(1, tokens, 4, 7);
+  ASSERT_TRUE(kv.allocate_slots(1, 0, 14, nullptr));
+  kv.cache_blocks(a.view(), 14);  // 3 full blocks
+  const std::span<const int32_t> all(tokens);
+  const SeqTokens b{2, TokenRun(all.first(6), all.subspan(6)), whole, 7};
+  EXPECT_EQ(kv.get_computed_blocks(b).num_tokens, 12);
+  kv.check_integrity();
+}
+
 }  // namespace
 }  // namespace tessera::kv

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <numeric>
 
 #include "sched/scheduler.h"
@@ -20,11 +21,18 @@ inline V iota(int32_t n, int32_t start) {
 inline NewRequest make_request(int64_t id, V prompt, int32_t max_tokens, int32_t n = 1) {
   NewRequest r;
   r.id = id;
-  r.prompt_token_ids = std::move(prompt);
+  r.prompt = std::make_shared<const V>(std::move(prompt));
   r.stop.max_tokens = max_tokens;
   r.stop.eos_token_ids = {2};
   r.num_samples = n;
   return r;
+}
+
+// A sequence's prompt ++ output as one vector.
+inline V all_tokens(const Request& r) {
+  V v(r.prompt->begin(), r.prompt->end());
+  v.insert(v.end(), r.output_ids.begin(), r.output_ids.end());
+  return v;
 }
 
 // The fake runner: every sequence that needs logits gets `num_samples` tokens from `pick`

@@ -126,7 +126,7 @@ TEST(Scheduler, PreemptsTheNewestAndResumesItWithoutLoss) {
   EXPECT_EQ(s.waiting_ids(), (std::vector<int64_t>{2}));
   EXPECT_EQ(s.find_request(2)->status, RequestStatus::kPreempted);
   EXPECT_EQ(s.find_request(2)->num_computed_tokens, 0);
-  EXPECT_EQ(s.find_request(2)->token_ids.size(), 9u);  // keeps its sampled token
+  EXPECT_EQ(s.find_request(2)->num_tokens(), 9);  // keeps its sampled token
 
   for (int step = 3; step <= 8; ++step) {
     o = d.step();

@@ -78,7 +78,7 @@ RunResult run_workload(const SchedulerConfig& config, const Workload& w, bool sp
       EXPECT_EQ(q.start_position, s.find_request(q.seq_id)->num_computed_tokens);
     }
     ModelRunnerOutput m = fake_run(o, [&](const ScheduledSeq& q) {
-      V ctx = s.find_request(q.seq_id)->token_ids;
+      V ctx = all_tokens(*s.find_request(q.seq_id));
       V out;
       const int32_t first_draft = static_cast<int32_t>(q.token_ids.size()) - q.num_spec_tokens;
       for (int32_t i = 0; i < q.num_spec_tokens; ++i) {
@@ -104,7 +104,7 @@ RunResult run_workload(const SchedulerConfig& config, const Workload& w, bool sp
       for (int64_t id : s.running_ids()) {
         const Request r = *s.find_request(id);
         if (r.num_computed_tokens + 1 != r.num_tokens() || r.num_samples > 1) continue;
-        V ctx = r.token_ids, drafts;
+        V ctx = all_tokens(r), drafts;
         for (int i = 0; i < 3; ++i) {
           int32_t t = fake_model_next(ctx);
           if ((ctx.size() + i) % 4 == 0) t = t % 97 + 4;
