@@ -1,5 +1,6 @@
-// `tessera serve`: flags -> EngineConfig + ServerConfig, Engine::create, HttpServer, and a signal
-// thread that turns SIGINT/SIGTERM into a graceful shutdown.
+// `tessera serve`: flags -> EngineConfig + ServerConfig, HttpServer (listening while the model
+// loads: /health 503 "loading"), Engine::create, attach, and a signal thread that turns
+// SIGINT/SIGTERM into a graceful shutdown (or an immediate exit while still loading).
 //
 // Drain (first signal): /health and new generate requests get 503 with Retry-After, idle and
 // half-sent connections close, in-flight requests finish until --shutdown-grace and are aborted
@@ -93,32 +94,31 @@ int serve_main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ec.verbose = true;  // the start-up summary (budget, blocks, concurrency) belongs in a server log
-  Result<std::unique_ptr<Engine>> engine = Engine::create(ec);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "tessera serve: %s\n", engine.error().message.c_str());
-    return 1;
-  }
-  server::HttpServer server(*engine.value(), sc);
+  // The port is open while the model loads: /health answers 503 "loading" (a gateway or an
+  // orchestrator sees a replica that is starting, not one that is down), 200 once attached.
+  server::HttpServer server(sc);
   Result<int> port = server.bind();
   if (!port.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", port.error().message.c_str());
-    engine.value()->shutdown(std::chrono::milliseconds(0));
     return 2;
   }
-  const ModelInfo& info = engine.value()->model_info();
-  std::fprintf(stderr, "tessera serve: model %s as '%s' (context %d, %d KV blocks of %d tokens)\n",
-               ec.model_path.c_str(), sc.served_model_name.c_str(), info.context_length, info.num_kv_blocks,
-               info.block_size);
-  std::fprintf(stderr, "tessera serve: listening on http://%s:%d%s\n", sc.host.c_str(), port.value(),
-               sc.api_key.empty() ? "" : " (API key required on every route but /health)");
+  std::fprintf(stderr, "tessera serve: listening on http://%s:%d%s; loading %s\n", sc.host.c_str(), port.value(),
+               sc.api_key.empty() ? "" : " (API key required on every route but /health)", ec.model_path.c_str());
   std::fflush(stderr);
+  std::thread listener([&] { server.listen(); });
 
+  std::atomic<bool> loading{true};
   std::atomic<bool> serving{true};
   std::thread drain_thread;
   std::thread signal_thread([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig == SIGUSR1 || !serving.load()) return;  // woken because the server stopped by itself
+    if (loading.load()) {  // nothing was admitted yet, so there is nothing to drain
+      std::fprintf(stderr, "tessera serve: %s received while loading; exiting\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      std::fflush(stderr);
+      std::_Exit(sig == SIGINT ? 130 : 0);
+    }
     std::fprintf(stderr, "tessera serve: %s received; draining (grace %d s)\n",
                  sig == SIGINT ? "SIGINT" : "SIGTERM", shutdown_grace_s);
     drain_thread = std::thread([&] { server.shutdown(std::chrono::seconds(shutdown_grace_s)); });
@@ -138,10 +138,30 @@ int serve_main(int argc, char** argv) {
     std::fflush(stderr);
     std::_Exit(3);
   });
-  server.listen();
-  serving.store(false);
-  pthread_kill(signal_thread.native_handle(), SIGUSR1);
-  signal_thread.join();
+  auto stop_signal_thread = [&] {
+    serving.store(false);
+    pthread_kill(signal_thread.native_handle(), SIGUSR1);
+    signal_thread.join();
+  };
+
+  Result<std::unique_ptr<Engine>> engine = Engine::create(ec);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "tessera serve: %s\n", engine.error().message.c_str());
+    server.stop();
+    listener.join();
+    stop_signal_thread();
+    return 1;
+  }
+  server.attach(*engine.value());
+  loading.store(false);
+  const ModelInfo& info = engine.value()->model_info();
+  std::fprintf(stderr, "tessera serve: model %s as '%s' (context %d, %d KV blocks of %d tokens); ready\n",
+               ec.model_path.c_str(), sc.served_model_name.c_str(), info.context_length, info.num_kv_blocks,
+               info.block_size);
+  std::fflush(stderr);
+
+  listener.join();
+  stop_signal_thread();
   if (drain_thread.joinable()) drain_thread.join();
   engine.value()->shutdown(std::chrono::milliseconds(0));  // no-op after a graceful drain
   std::fprintf(stderr, "tessera serve: stopped\n");

@@ -120,11 +120,11 @@ struct Job {
 
   int32_t n() const { return spec.params.n; }
   TokenTextFn token_text() const {
-    const Engine* engine = &state.engine;
+    const Engine* engine = &state.engine();
     return [engine](int32_t id) { return engine->token_piece(id); };
   }
   void abort_all() {
-    for (const auto& s : streams) state.engine.abort(s->request_id());
+    for (const auto& s : streams) state.engine().abort(s->request_id());
   }
   UsageCounts usage() const {
     UsageCounts u;
@@ -177,7 +177,7 @@ struct Job {
 std::optional<ApiError> submit_all(Job& job, Prepared& prepared) {
   for (size_t i = 0; i < prepared.prompt_ids.size(); ++i) {
     GenerateRequest request{std::move(prepared.prompt_ids[i]), job.spec.params, job.spec.cache_salt};
-    Result<std::shared_ptr<RequestStream>> stream = job.state.engine.submit(std::move(request));
+    Result<std::shared_ptr<RequestStream>> stream = job.state.engine().submit(std::move(request));
     if (!stream.ok()) {
       job.abort_all();
       return from_engine_error(stream.error());
@@ -355,7 +355,7 @@ void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, R
   // From here the slot is owned by the Job (released when the Job dies).
   Job job(state, std::move(spec));
   Prepared prepared;
-  if (auto e = prepare(state.engine, job.spec, &prepared)) return out.respond(error_response(*e));
+  if (auto e = prepare(state.engine(), job.spec, &prepared)) return out.respond(error_response(*e));
   const std::string rendered_prompt = kind == ApiKind::kChat ? prepared.prompt_texts[0] : std::string();
   if (out.client_gone()) return;  // left while the prompt was tokenized: nothing to submit
   if (auto e = submit_all(job, prepared)) return out.respond(error_response(*e));

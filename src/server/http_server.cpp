@@ -49,8 +49,8 @@ struct HttpServer::Impl final : ConnectionHost {
   // Declared last: destroyed first, so no task outlives the state and connections it uses.
   WorkerPool pool;
 
-  Impl(Engine& engine, ServerConfig config)
-      : state(engine, std::move(config)), pool(static_cast<size_t>(std::max(2, state.config.num_http_threads))) {
+  explicit Impl(ServerConfig config)
+      : state(std::move(config)), pool(static_cast<size_t>(std::max(2, state.config.num_http_threads))) {
     state.id_salt = std::random_device{}() * 0x100000001B3ull ^ std::random_device{}();
     limits.max_body_bytes = state.config.max_body_bytes;
     limits.header_timeout = std::chrono::milliseconds(state.config.header_timeout_ms);
@@ -120,11 +120,15 @@ struct HttpServer::Impl final : ConnectionHost {
   }
 };
 
-HttpServer::HttpServer(Engine& engine, ServerConfig config)
-    : impl_(std::make_unique<Impl>(engine, std::move(config))) {
+HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+
+HttpServer::HttpServer(Engine& engine, ServerConfig config) : HttpServer(std::move(config)) { attach(engine); }
+
+void HttpServer::attach(Engine& engine) {
   if (impl_->state.config.served_model_name.empty()) {
     impl_->state.config.served_model_name = engine.model_info().name;
   }
+  impl_->state.attach(engine);  // published last: route() reads the name only once ready()
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -177,7 +181,7 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   // Idle keep-alive connections and half-sent headers (a trickling client) are closed now; a
   // request being handled gets its answer with Connection: close.
   for (const auto& c : s.open_connections()) c->close_if_idle();
-  s.state.engine.shutdown(grace);  // in-flight requests finish until the deadline, the rest abort
+  if (s.state.ready()) s.state.engine().shutdown(grace);  // in-flight requests finish until the deadline, the rest abort
   // Let handlers write the last events of what finished or was aborted (a slow reader is cut at
   // the end of this, at most half a second).
   const auto flush_deadline = std::max(Clock::now(), deadline) + std::chrono::milliseconds(500);

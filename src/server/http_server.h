@@ -49,7 +49,13 @@ struct ServerConfig {
 
 class HttpServer {
  public:
+  // Serves `engine` from the start.
   HttpServer(Engine& engine, ServerConfig config);
+  // Serves before the model has loaded: /health answers 503 {"status":"loading"} and every other
+  // route 503 with Retry-After (a gateway keeps the replica out of rotation) until attach().
+  explicit HttpServer(ServerConfig config);
+  // The model is ready: every route answers from now on. Once, from any thread.
+  void attach(Engine& engine);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -31,7 +31,7 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 }
 
 json model_card(const ServerState& state) {
-  const ModelInfo& info = state.engine.model_info();
+  const ModelInfo& info = state.engine().model_info();
   return json{{"id", state.config.served_model_name}, {"object", "model"}, {"created", 0},
               {"owned_by", "tessera"},
               // The file name only: the absolute path tells clients about the host's layout.
@@ -47,7 +47,7 @@ HttpResponse tokenize(ServerState& state, const HttpRequest& req) {
   TokenizeSpec spec;
   if (auto e = parse_tokenize_request(req.body, state.config.limits, &spec)) return error_response(*e);
   if (auto e = check_model(state, spec.model)) return error_response(*e);
-  const Engine& engine = state.engine;
+  const Engine& engine = state.engine();
   const ModelInfo& info = engine.model_info();
   std::vector<int32_t> ids;
   if (spec.messages.empty()) {
@@ -66,7 +66,7 @@ HttpResponse apply_template(ServerState& state, const HttpRequest& req) {
   GenerateSpec spec;
   if (auto e = parse_generate_request(ApiKind::kChat, req.body, state.config.limits, &spec)) return error_response(*e);
   if (auto e = check_model(state, spec.model)) return error_response(*e);
-  const Engine& engine = state.engine;
+  const Engine& engine = state.engine();
   ChatTemplateInput input{spec.chat.messages_json, spec.chat.tool_choice == ToolChoice::kNone ? "" : spec.chat.tools_json,
                           spec.chat.template_kwargs_json, /*add_generation_prompt=*/true};
   Result<ChatPrompt> prompt = engine.chat_prompt(input, engine.model_info().add_bos);
@@ -84,14 +84,14 @@ HttpResponse detokenize(ServerState& state, const HttpRequest& req) {
   DetokenizeSpec spec;
   if (auto e = parse_detokenize_request(req.body, &spec)) return error_response(*e);
   if (auto e = check_model(state, spec.model)) return error_response(*e);
-  const int32_t vocab = state.engine.model_info().vocab_size;
+  const int32_t vocab = state.engine().model_info().vocab_size;
   for (int32_t id : spec.tokens) {
     if (id >= vocab) {
       return error_response({ErrorType::kInvalidRequest,
                              fmt::format("token id {} is out of range (vocabulary size {})", id, vocab), "tokens"});
     }
   }
-  return json_response(dump_json(json{{"prompt", state.engine.detokenize(spec.tokens)}}));
+  return json_response(dump_json(json{{"prompt", state.engine().detokenize(spec.tokens)}}));
 }
 
 HttpResponse health(const ServerState& state) {
@@ -102,9 +102,9 @@ HttpResponse health(const ServerState& state) {
 HttpResponse metrics(const ServerState& state) {
   HttpResponse res;
   res.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  const MetricsSnapshot m = state.engine.metrics();
+  const MetricsSnapshot m = state.engine().metrics();
   res.body = render_prometheus(m, state.counters(), state.config.served_model_name) +
-             render_vllm_compatible(m, state.engine.model_info(), state.config.served_model_name);
+             render_vllm_compatible(m, state.engine().model_info(), state.config.served_model_name);
   return res;
 }
 
@@ -155,6 +155,14 @@ Routed route(ServerState& state, const HttpRequest& req) {
                                  ""}));
     }
   }
+  if (!state.ready()) {  // still loading the model: nothing but the health answer exists yet
+    if (path == "/health" && req.method == "GET") {
+      HttpResponse res = error_response({ErrorType::kUnavailable, "The model is loading", ""});
+      res.body = R"({"status":"loading"})";
+      return now(std::move(res));
+    }
+    return now(error_response({ErrorType::kUnavailable, "The model is loading; retry shortly", ""}));
+  }
   const bool get = req.method == "GET", post = req.method == "POST";
   const char* want = nullptr;  // the method a known route takes
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
@@ -193,7 +201,7 @@ Routed route(ServerState& state, const HttpRequest& req) {
   } else if (ContractRoutes::handles(path)) {  // /v1/loads, /loads, /server_info, /version
     if (get) {
       return now(json_response(dump_json(
-          state.contract.answer(state.engine, state.config.served_model_name, state.num_in_flight.load(), path, req.query))));
+          state.contract.answer(state.engine(), state.config.served_model_name, state.num_in_flight.load(), path, req.query))));
     }
     want = "GET";
   }

@@ -15,7 +15,6 @@
 namespace tessera::server {
 
 struct ServerState {
-  Engine& engine;
   ServerConfig config;
   std::atomic<bool> draining{false};       // shutting down: new generate requests and /health get 503
   std::atomic<bool> stopping{false};       // connections closing: handlers end now
@@ -28,7 +27,18 @@ struct ServerState {
   uint64_t id_salt = 0;                    // random per process, mixed into response ids
   ContractRoutes contract;                 // /v1/loads, /server_info, /version (backend_contract.h)
 
-  ServerState(Engine& e, ServerConfig c) : engine(e), config(std::move(c)) {}
+ private:
+  std::atomic<Engine*> engine_{nullptr};
+
+ public:
+
+  explicit ServerState(ServerConfig c) : config(std::move(c)) {}
+
+  // The engine, once the model has loaded (HttpServer::attach). Before that route() answers 503
+  // "loading" and never reaches a handler, so every handler may call engine() unconditionally.
+  bool ready() const { return engine_.load(std::memory_order_acquire) != nullptr; }
+  Engine& engine() const { return *engine_.load(std::memory_order_acquire); }
+  void attach(Engine& e) { engine_.store(&e, std::memory_order_release); }
 
   // "cmpl-<16 hex>" / "chatcmpl-<16 hex>".
   std::string make_response_id(const char* prefix);

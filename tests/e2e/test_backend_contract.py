@@ -109,3 +109,66 @@ def test_request_id_echoed_and_names_the_response(server):
     req = urllib.request.Request(server.base + "/health", headers={"X-Request-ID": "h1"})
     with urllib.request.urlopen(req, timeout=30) as r:
         assert r.headers["X-Request-ID"] == "h1"
+
+
+def _start_loading_server(tmp_path):
+    """`tessera serve` on the Qwen2.5-Coder-0.5B K-quant file, whose load (mmap, repack of 24 layers)
+    takes seconds: long enough to be seen loading. Returns (process, base URL, log path)."""
+    import os
+    import subprocess
+    import time
+
+    import pytest
+
+    from conftest import SOURCE_DIR, free_port, require_environment, tessera_bin
+    require_environment()
+    model = os.path.join(SOURCE_DIR, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+    if not os.path.exists(model):
+        pytest.skip("models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf is missing (run scripts/fetch_models.sh)")
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    proc = subprocess.Popen([tessera_bin(), "serve", "--model", model, "--port", str(port), "--kv-cache", "64MiB",
+                             "--max-model-len", "512"], stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while "listening on" not in log_path.read_text():
+        assert proc.poll() is None and time.time() < deadline, log_path.read_text()
+        time.sleep(0.01)
+    return proc, f"http://127.0.0.1:{port}", log_path
+
+
+def test_health_is_503_while_loading_then_200(tmp_path):
+    import signal
+    import time
+    proc, base, log_path = _start_loading_server(tmp_path)
+    try:
+        req = urllib.request.Request(base + "/health")
+        try:
+            urllib.request.urlopen(req, timeout=5)
+            raise AssertionError("/health answered 200 before the model could have loaded")
+        except urllib.error.HTTPError as e:
+            assert e.code == 503 and e.headers["Retry-After"] == "1"
+            assert json.loads(e.read()) == {"status": "loading"}
+        status, body = http(base, "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 1})
+        assert status == 503 and body["error"]["code"] == "service_unavailable", body
+        assert "loading" in body["error"]["message"]
+        deadline = time.time() + 180
+        while http(base, "GET", "/health")[0] != 200:
+            assert proc.poll() is None and time.time() < deadline, log_path.read_text()
+            time.sleep(0.2)
+        status, body = http(base, "POST", "/v1/completions", {"prompt": "def add(a, b):", "max_tokens": 4, "temperature": 0})
+        assert status == 200 and body["usage"]["completion_tokens"] == 4, body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log_path.read_text()
+
+
+def test_sigterm_while_loading_exits_at_once(tmp_path):
+    import signal
+    import time
+    proc, base, log_path = _start_loading_server(tmp_path)
+    assert http(base, "GET", "/health")[0] == 503
+    sent = time.time()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0, log_path.read_text()
+    assert time.time() - sent < 2.0
+    assert "received while loading; exiting" in log_path.read_text()

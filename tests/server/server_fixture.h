@@ -29,14 +29,18 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
 
 class ServerFixture {
  public:
-  explicit ServerFixture(server::ServerConfig config = {}, FakeEngineConfig engine_config = {})
+  explicit ServerFixture(server::ServerConfig config = {}, FakeEngineConfig engine_config = {},
+                         bool attach_engine = true)
       : engine_(std::make_unique<FakeEngine>(engine_config)) {
     config.host = "127.0.0.1";
     config.port = 0;
-    server_ = std::make_unique<server::HttpServer>(*engine_, config);
+    server_ = attach_engine ? std::make_unique<server::HttpServer>(*engine_, config)
+                            : std::make_unique<server::HttpServer>(config);  // "loading" until attach()
     port_ = server_->bind().value();
     thread_ = std::thread([this] { server_->listen(); });
   }
+  // The model "finished loading" (for a fixture made with attach_engine = false).
+  void attach() { server_->attach(*engine_); }
   ~ServerFixture() {
     server_->stop();
     if (thread_.joinable()) thread_.join();

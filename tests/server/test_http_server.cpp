@@ -305,6 +305,37 @@ TEST(HttpServer, ConcurrentStreamsWithRandomDisconnects) {
   EXPECT_NE(metrics.find("tessera:requests_finished_total{model_name=\"fake-model\"} 64\n"), std::string::npos);
 }
 
+TEST(HttpServer, HealthIs503WhileTheModelLoadsThen200) {
+  server::ServerConfig config;
+  config.served_model_name = "smol";
+  ServerFixture f(config, {}, /*attach_engine=*/false);
+  const server::ClientResponse health = f.send("GET", "/health", "");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.body, R"({"status":"loading"})");
+  bool retry_after = false;
+  for (const auto& [name, value] : health.headers) retry_after |= name == "Retry-After" && value == "1";
+  EXPECT_TRUE(retry_after);
+  // Every other route waits for the model too, and nothing reaches the (not yet attached) engine.
+  for (const char* path : {"/v1/models", "/v1/loads", "/metrics", "/server_info"}) {
+    const server::ClientResponse res = f.send("GET", path, "");
+    EXPECT_EQ(res.status, 503) << path;
+    EXPECT_NE(res.body.find("The model is loading"), std::string::npos) << path << ": " << res.body;
+  }
+  const auto [status, body] = f.post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2}});
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(body["error"]["code"], "service_unavailable") << body.dump();
+  EXPECT_EQ(f.engine().num_unfinished_requests(), 0);
+
+  f.attach();
+  EXPECT_EQ(f.send("GET", "/health", "").status, 200);
+  const auto [models_status, models] = f.get("/v1/models");
+  EXPECT_EQ(models_status, 200);
+  EXPECT_EQ(models["data"][0]["id"], "smol");
+  const auto [gen_status, gen] = f.post("/v1/completions", json{{"prompt", "hi"}, {"max_tokens", 2}, {"temperature", 0}});
+  EXPECT_EQ(gen_status, 200) << gen.dump();
+  EXPECT_EQ(gen["choices"][0]["text"], "hi");
+}
+
 TEST(HttpServer, GracefulShutdownFinishesInFlightStreams) {
   FakeEngineConfig ec;
   ec.step_delay = std::chrono::milliseconds(5);
