@@ -83,20 +83,40 @@ class Chains {
       }
     }
     state_.assign(sites_.size(), kUnchecked);
-    tighter_.assign(static_cast<size_t>(g.num_positions()), -1);
+    pairs_.tighter.assign(static_cast<size_t>(g.num_positions()), -1);
+    pairs_.slack.assign(static_cast<size_t>(g.num_positions()), -1);
+    // nullable_[r]: some alternative of r matches "" (fixpoint over the rules).
+    nullable_.assign(sites_.size(), 0);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int32_t r = 0; r < g.num_rules(); ++r) {
+        if (nullable_[r]) continue;
+        for (int32_t start : g.rule_alts[r]) {
+          int32_t p = start;
+          while (g.elements[p].kind == Element::kRule && nullable_[g.elements[p].index]) ++p;
+          if (g.elements[p].kind == Element::kEnd) {
+            nullable_[r] = 1, changed = true;
+            break;
+          }
+        }
+      }
+    }
   }
 
   // Every item x directly followed by a call to a link L with the same x (inside a chain, or
   // the last mandatory copy of x{m,n}) pairs with L's item: x L ... contains x L' ... .
-  std::vector<int32_t> run() {
+  TighterPairs run() {
     for (int32_t p = 0; p + 1 < g_.num_positions(); ++p) {
       const Element& next = g_.elements[p + 1];
       if (g_.elements[p].kind == Element::kEnd || next.kind != Element::kRule) continue;
       if (!is_link(next.index)) continue;
       const int32_t item = g_.rule_alts[next.index][0];
-      if (same_item(p, item)) pair_items(p, item);
+      if (!same_item(p, item)) continue;
+      const Element& x = g_.elements[item];
+      const bool bounded = x.kind == Element::kBytes || !nullable_[x.index];
+      pair_items(p, item, bounded ? links_after(next.index) : -1);
     }
-    return std::move(tighter_);
+    return std::move(pairs_);
   }
 
  private:
@@ -121,6 +141,12 @@ class Chains {
     if (next.index == r || !is_link(next.index)) return kNotLink;
     return same_item(a, g_.rule_alts[next.index][0]) ? kInner : kNotLink;
   }
+  // Links after `link` in its chain: the further items its x may be followed by.
+  int32_t links_after(int32_t link) const {
+    int32_t n = 0;
+    for (int32_t r = link; state_[r] == kInner; ++n) r = g_.elements[g_.rule_alts[r][0] + 1].index;
+    return n;
+  }
   bool same_item(int32_t a, int32_t b) const {
     const Element& x = g_.elements[a];
     const Element& y = g_.elements[b];
@@ -129,11 +155,12 @@ class Chains {
   }
   // tighter[] for the item at a and its copy at b, and for everything copied below them; a
   // rule they share, or one with other callers, keeps its own frames.
-  void pair_items(int32_t a, int32_t b) {
+  void pair_items(int32_t a, int32_t b, int32_t slack) {
     const Element& x = g_.elements[a];
     const Element& y = g_.elements[b];
     if (x.kind == Element::kBytes) {
-      tighter_[a] = b;
+      pairs_.tighter[a] = b;
+      pairs_.slack[a] = slack;
       return;
     }
     if (x.index == y.index || sites_[x.index] != 1 || sites_[y.index] != 1) return;
@@ -144,9 +171,10 @@ class Chains {
     for (int32_t i = 0; start_a + i < end_a; ++i) {
       const Element& e = g_.elements[start_a + i];
       if (e.kind == Element::kBytes) {
-        tighter_[start_a + i] = start_b + i;
+        pairs_.tighter[start_a + i] = start_b + i;
+        pairs_.slack[start_a + i] = slack;
       } else if (e.kind == Element::kRule && e.index != x.index) {
-        pair_items(start_a + i, start_b + i);
+        pair_items(start_a + i, start_b + i, slack);
       }
     }
   }
@@ -155,7 +183,8 @@ class Chains {
   std::span<const int32_t> class_;
   std::vector<int32_t> sites_;
   std::vector<int8_t> state_;
-  std::vector<int32_t> tighter_;
+  std::vector<uint8_t> nullable_;
+  TighterPairs pairs_;
 };
 
 class Expander {
@@ -168,7 +197,7 @@ class Expander {
     out_.grammar.root = shared(src_.root);
     // Instances are filled in creation order; filling one may create more.
     for (size_t i = 0; i < sources_.size(); ++i) fill(static_cast<int32_t>(i));
-    out_.tighter = tighter_positions(out_.grammar, sources_);
+    out_.pairs = tighter_positions(out_.grammar, sources_);
     return std::move(out_);
   }
 
@@ -236,7 +265,7 @@ class Expander {
 
 }  // namespace
 
-std::vector<int32_t> tighter_positions(const Grammar& g, std::span<const int32_t> rule_class) {
+TighterPairs tighter_positions(const Grammar& g, std::span<const int32_t> rule_class) {
   return Chains(g, rule_class).run();
 }
 

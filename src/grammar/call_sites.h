@@ -21,6 +21,14 @@
 // those pairs: every token accepted at the tighter position is accepted here, so compiling
 // walks only the rest (80 copies of a JSON string character for maxLength 80 would otherwise
 // each walk the vocabulary).
+//
+// `slack` sharpens a pair: when x cannot match the empty string, a token of B bytes, whose
+// first byte the current item takes (p is a byte set inside it), starts at most B - 1 further
+// items, so from p and from its tighter position t, whose links differ only in how many
+// further items they allow (t: slack, p: slack + 1), a token of B <= slack + 1 bytes reaches
+// neither limit: its paths, and so its class (accepted, uncertain, rejected), are the same at
+// both. Compiling p then walks only the longer tokens; the others take t's class. For
+// `json-char{0,80}` the links past the longest tokens walk almost nothing.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -30,17 +38,23 @@
 
 namespace tessera::grammar {
 
+struct TighterPairs {
+  std::vector<int32_t> tighter;  // [num_positions] the position one link deeper, > p (its
+                                 // frame's language is contained in p's), or -1
+  std::vector<int32_t> slack;    // [num_positions] further items the tighter position's link
+                                 // allows; -1 when no pair or the item can match "" (no bound)
+};
+
 struct ExpandedGrammar {
   Grammar grammar;
   std::vector<int32_t> origin;   // [grammar.num_positions()] the same position in the source
-  std::vector<int32_t> tighter;  // [grammar.num_positions()] the position one link deeper, > p
-                                 // (its frame's language is contained in p's), or -1
+  TighterPairs pairs;            // of `grammar`
 };
 
 ExpandedGrammar expand_call_sites(const Grammar& source, int32_t max_positions);
 
 // The `tighter` pairs of any grammar; rules with equal rule_class[r] have equal languages (the
 // copies of one source rule; for a parsed grammar, r itself).
-std::vector<int32_t> tighter_positions(const Grammar& g, std::span<const int32_t> rule_class);
+TighterPairs tighter_positions(const Grammar& g, std::span<const int32_t> rule_class);
 
 }  // namespace tessera::grammar

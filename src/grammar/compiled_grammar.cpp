@@ -84,6 +84,47 @@ Frame frame_of(int32_t pos, KnownParents& known, StackAutomaton& automaton) {
   return {automaton.node(pos, parent), known.ends_at_root(rule)};
 }
 
+// Tighter pairs with a slack (call_sites.h): tokens of at most `short_bytes` = slack + 1 bytes
+// have the same class at a position as at its tighter one, so only the longer candidates are
+// walked, and the tighter position's short uncertain tokens are this one's too.
+int32_t short_bytes_of(const TighterPairs& pairs, int32_t p, bool use_tighter) {
+  return use_tighter && pairs.slack[p] >= 0 ? pairs.slack[p] + 1 : 0;
+}
+// The ranks of tokens longer than a threshold, as bits, moved from the previous threshold
+// (a chain's links ask for 1, 2, 3, ... in turn: each step sets or clears one length class).
+class LongerTokens {
+ public:
+  explicit LongerTokens(const TokenTable& table)
+      : order_(table.ranks_longer_than(0)), bits_(mask_words(table.num_sorted()), 0) {}
+  const std::vector<uint64_t>& bits(const TokenTable& table, int32_t bytes) {
+    const size_t count = table.ranks_longer_than(bytes).size();  // a prefix of order_
+    for (; count_ < count; ++count_) mask_set(bits_, order_[count_]);
+    for (; count_ > count; --count_) mask_clear(bits_, order_[count_ - 1]);
+    return bits_;
+  }
+
+ private:
+  std::span<const int32_t> order_;  // every rank, longest first
+  std::vector<uint64_t> bits_;      // order_[0, count_)
+  size_t count_ = 0;
+};
+void keep_longer(std::vector<uint64_t>& candidates, const std::vector<uint64_t>& longer) {
+  for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= longer[w];
+}
+void add_short_uncertain(std::vector<int32_t>& uncertain, const std::vector<int32_t>& tighter,
+                         const TokenTable& table, int32_t short_bytes) {
+  std::vector<int32_t> merged;
+  merged.reserve(uncertain.size() + tighter.size());
+  auto walked = uncertain.begin();  // the longer ones: disjoint from the short ones
+  for (int32_t r : tighter) {
+    if (static_cast<int64_t>(table.sorted_bytes(r).size()) > short_bytes) continue;
+    while (walked != uncertain.end() && *walked < r) merged.push_back(*walked++);
+    merged.push_back(r);
+  }
+  merged.insert(merged.end(), walked, uncertain.end());
+  uncertain = std::move(merged);
+}
+
 Error too_ambiguous() {
   return Error{ErrorCode::kInvalidArgument,
                "grammar: too ambiguous to compile (automaton size limit reached)"};
@@ -123,18 +164,20 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   KnownParents src_known(src, src_automaton);
   std::vector<int32_t> identity(static_cast<size_t>(src.num_rules()));
   for (int32_t r = 0; r < src.num_rules(); ++r) identity[r] = r;
-  const std::vector<int32_t> src_tighter = tighter_positions(src, identity);
+  const TighterPairs src_pairs = tighter_positions(src, identity);
+  const std::vector<int32_t>& src_tighter = src_pairs.tighter;
   std::vector<uint8_t> keep1(static_cast<size_t>(src.num_positions()), 0);
   std::vector<uint8_t> keep2(static_cast<size_t>(g.num_positions()), 0);
   for (int32_t t : src_tighter) {
     if (t >= 0) keep1[t] = 1;
   }
-  for (int32_t t : expanded.tighter) {
+  for (int32_t t : expanded.pairs.tighter) {
     if (t >= 0) keep2[t] = 1, keep1[expanded.origin[t]] = 1;
   }
 
   // Level 1: every token from each source position's frame, less those its tighter position
   // (compiled first: tighter > p) accepted; the tighter set is contained in this one's.
+  LongerTokens longer(table);
   std::vector<std::vector<int32_t>> uncertain1(static_cast<size_t>(src.num_positions()));
   std::vector<std::shared_ptr<const TokenSet>> level1_sets(uncertain1.size());
   std::vector<std::vector<uint64_t>> acc1(uncertain1.size());  // rank bits, where kept
@@ -142,10 +185,12 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     if (src.elements[p].kind != Element::kBytes) continue;
     const int32_t t = src_tighter[p];
     const bool use_tighter = t > p && !acc1[t].empty();
+    const int32_t short_bytes = short_bytes_of(src_pairs, p, use_tighter);
     std::vector<uint64_t> candidates;
     if (use_tighter) {
       candidates = all_ranks(table);
       for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc1[t][w];
+      if (short_bytes > 0) keep_longer(candidates, longer.bits(table, short_bytes));
     }
     const Frame f = frame_of(p, src_known, src_automaton);
     TokenSplit split = classify_tokens(src_automaton, table, f.node, f.is_end,
@@ -162,6 +207,7 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
       acc1[p] = use_tighter ? acc1[t] : std::vector<uint64_t>(mask_words(table.num_sorted()), 0);
       for (int32_t r : split.accepted) mask_set(acc1[p], r);
     }
+    if (short_bytes > 0) add_short_uncertain(split.uncertain, uncertain1[t], table, short_bytes);
     uncertain1[p] = std::move(split.uncertain);
   }
 
@@ -189,18 +235,21 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
       if (keep2[p]) acc2[p] = acc1[o];
       continue;
     }
-    const int32_t t = expanded.tighter[p];
+    const int32_t t = expanded.pairs.tighter[p];
     const bool use_tighter = t > p && !acc2[t].empty();
+    const int32_t short_bytes = short_bytes_of(expanded.pairs, p, use_tighter);
     if (uncertain1_bits[o].empty()) uncertain1_bits[o] = rank_bits(table, uncertain1[o]);
     std::vector<uint64_t> candidates = uncertain1_bits[o];
     if (--copies_left[o] == 0) std::vector<uint64_t>().swap(uncertain1_bits[o]);
     if (use_tighter) {
       for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc2[t][w];
+      if (short_bytes > 0) keep_longer(candidates, longer.bits(table, short_bytes));
     }
     const Frame f = frame_of(p, known, automaton);
     TokenSplit split = classify_tokens(automaton, table, f.node, f.is_end, &candidates);
     if (automaton.overflowed()) return too_ambiguous();
     out->num_rewalked += split.accepted.size() + split.uncertain.size();
+    if (short_bytes > 0) add_short_uncertain(split.uncertain, out->positions[t].uncertain, table, short_bytes);
     // accepted = level 1's, the tighter position's (same origin: contains level 1's), new ones
     const bool same_origin = use_tighter && expanded.origin[t] == o;
     if (same_origin && split.accepted.empty()) {

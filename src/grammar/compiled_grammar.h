@@ -10,6 +10,9 @@
 //   2. the grammar with call sites expanded (`grammar`, call_sites.h: every non-recursive rule
 //      has one caller, so the parents are known up to the root or a recursive rule): each copy
 //      of a source position re-walks only level 1's uncertain tokens from its longer frame.
+// In both, a link of an x{m,n} chain walks only what its tighter position (one link deeper)
+// did not accept, and of that only the tokens long enough to outrun the deeper link (slack,
+// call_sites.h); the shorter ones take the deeper link's class.
 // Accepted sets are TokenSets (ids, complement or bitset, whichever is smallest); copies whose
 // level 2 added nothing share level 1's set. Uncertain tokens are kept as ranks of
 // TokenTable::sorted() so the run-time check walks them as a trie.

@@ -42,6 +42,11 @@ TokenTable::TokenTable(TokenVocabulary vocab) : vocab_(std::move(vocab)) {
           r + 1 < num && lcp_prev_[r + 1] >= d ? subtree_end_[offset_[r + 1] + d - 1] : r + 1;
     }
   }
+  by_length_.resize(sorted_.size());
+  for (int32_t r = 0; r < num; ++r) by_length_[r] = r;
+  std::stable_sort(by_length_.begin(), by_length_.end(), [&](int32_t a, int32_t b) {
+    return offset_[a + 1] - offset_[a] > offset_[b + 1] - offset_[b];
+  });
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint8_t b) { h = (h ^ b) * 1099511628211ull; };
   for (const auto& s : vocab_.bytes) {
@@ -50,6 +55,13 @@ TokenTable::TokenTable(TokenVocabulary vocab) : vocab_(std::move(vocab)) {
   }
   for (int32_t id : vocab_.stop_ids) mix(static_cast<uint8_t>(id)), mix(static_cast<uint8_t>(id >> 8));
   fingerprint_ = h;
+}
+
+std::span<const int32_t> TokenTable::ranks_longer_than(int32_t bytes) const {
+  const auto end = std::partition_point(by_length_.begin(), by_length_.end(), [&](int32_t r) {
+    return static_cast<int64_t>(offset_[r + 1] - offset_[r]) > bytes;
+  });
+  return {by_length_.data(), static_cast<size_t>(end - by_length_.begin())};
 }
 
 bool TokenTable::is_stop(int32_t id) const {

@@ -55,6 +55,9 @@ class TokenTable {
   int32_t subtree_end(int32_t rank, int32_t depth) const {
     return depth == 0 ? num_sorted() : subtree_end_[offset_[rank] + depth - 1];
   }
+  // The ranks of tokens longer than `bytes` bytes, longest first (a prefix of one array sorted
+  // by length: compiling a repetition chain walks only the tokens that can outrun a link).
+  std::span<const int32_t> ranks_longer_than(int32_t bytes) const;
   // The ids with bytes (every id that is neither empty nor a stop token), as a mask.
   std::span<const uint64_t> normal_mask() const { return normal_mask_; }
   // A stable fingerprint of the bytes and stop ids (FNV-1a; the grammar cache's key part and
@@ -67,6 +70,7 @@ class TokenTable {
   std::string arena_;                  // sorted tokens' bytes, concatenated
   std::vector<uint32_t> offset_;       // [num_sorted + 1] into arena_
   std::vector<int32_t> subtree_end_;   // [arena bytes]: subtree_end(rank, d) at offset_[rank] + d - 1
+  std::vector<int32_t> by_length_;     // [num_sorted] ranks, byte length descending
   std::vector<uint64_t> normal_mask_;
   std::vector<uint8_t> is_stop_;
   uint64_t fingerprint_ = 0;

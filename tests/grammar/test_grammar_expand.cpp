@@ -38,22 +38,33 @@ TEST(GrammarExpand, RepetitionChainsPairEachCopyWithTheNextLink) {
   auto g = parse_grammar(R"(root ::= "a"{1,3} "b")").value();
   std::vector<int32_t> identity(static_cast<size_t>(g.num_rules()));
   for (int32_t r = 0; r < g.num_rules(); ++r) identity[r] = r;
-  const auto tighter = tighter_positions(g, identity);
-  int32_t pairs = 0;
+  const TighterPairs pairs = tighter_positions(g, identity);
+  std::vector<int32_t> slacks;
   for (int32_t p = 0; p < g.num_positions(); ++p) {
-    if (tighter[p] < 0) continue;
-    ++pairs;
-    EXPECT_GT(tighter[p], p);
+    if (pairs.tighter[p] < 0) continue;
+    slacks.push_back(pairs.slack[p]);
+    EXPECT_GT(pairs.tighter[p], p);
     EXPECT_EQ(g.elements[p].kind, Element::kBytes);
-    EXPECT_EQ(g.elements[tighter[p]].index, g.elements[p].index);
+    EXPECT_EQ(g.elements[pairs.tighter[p]].index, g.elements[p].index);
   }
-  EXPECT_EQ(pairs, 2);
+  // Further items the tighter link allows: O1's x may be followed by O2's, O2's by none.
+  EXPECT_EQ(slacks, (std::vector<int32_t>{1, 0}));
+  // An item that can match "" bounds nothing: no slack.
+  auto n = parse_grammar(R"(root ::= ( "a" | "" ){0,3} "b")").value();
+  std::vector<int32_t> n_identity(static_cast<size_t>(n.num_rules()));
+  for (int32_t r = 0; r < n.num_rules(); ++r) n_identity[r] = r;
+  const TighterPairs n_pairs = tighter_positions(n, n_identity);
+  for (int32_t p = 0; p < n.num_positions(); ++p) {
+    if (n_pairs.tighter[p] >= 0) {
+      EXPECT_EQ(n_pairs.slack[p], -1) << p;
+    }
+  }
   // A chain whose item is a rule: the pairs reach into the copies of the item's positions.
   auto h = parse_grammar(R"(root ::= c{0,3} "!"
 c ::= [a-c] | "\\" [nt])").value();
   const ExpandedGrammar e = expand_call_sites(h, kMaxExpandedPositions);
   int32_t rule_pairs = 0;
-  for (int32_t p = 0; p < e.grammar.num_positions(); ++p) rule_pairs += e.tighter[p] >= 0;
+  for (int32_t p = 0; p < e.grammar.num_positions(); ++p) rule_pairs += e.pairs.tighter[p] >= 0;
   EXPECT_EQ(rule_pairs, 2 * 3);  // 2 links pair with the next, 3 byte positions in each c
 }
 
@@ -61,7 +72,9 @@ TokenVocabulary chain_vocab() {
   TokenVocabulary v;
   for (int b = 0; b < 128; ++b) v.bytes.push_back(std::string(1, static_cast<char>(b)));
   for (const char* s : {"ab", "abc", "abcd", "abcde", "\\n", "a\\", "\\na", "b\"", "\",", "c\"}",
-                        "\"\"", "aaaaaaa", "a!", "!", "ba!", "x\"", "\":", "12", "1,2", ",\""}) {
+                        "\"\"", "aaaaaaa", "a!", "!", "ba!", "x\"", "\":", "12", "1,2", ",\"",
+                        // runs of the chains' items, some closing the string (the slack bound)
+                        "aa", "abab", "cabca", "bcabca", "\\na\\t", "ab\"", "abc\",", "ca\":"}) {
     v.bytes.push_back(s);
   }
   v.bytes.push_back("</s>");
@@ -81,11 +94,17 @@ n ::= [0-9]{1,3})",
 v ::= "[" ( v ( "," v )* )? "]" | "\"" [abc]{0,4} "\"" | [12]{1,2})",
       R"(root ::= w "!" w
 w ::= [ab]{0,3} [abc]{1,2})",
+      // Chains longer than some tokens and shorter than others (slack 0..8 against tokens of
+      // 1..7 bytes), with a multi-byte item, a byte item and an item that can match "".
+      R"(root ::= "{" s "," t ":" u "}"
+s ::= "\"" ( [a-c] | "\\" [nt] ){1,9} "\""
+t ::= "\"" [abc]{0,6} "\""
+u ::= ( [ab] | "" ){0,4} "!")",
   };
   for (const char* text : grammars) {
     auto compiled = compile_grammar(text, tokens);
     ASSERT_TRUE(compiled.ok()) << compiled.error().message;
-    for (uint64_t seed = 1; seed <= 8; ++seed) {
+    for (uint64_t seed = 1; seed <= 16; ++seed) {
       EXPECT_GT(testing::walk_and_compare(compiled.value(), vocab, seed, 30), 0) << text;
     }
   }
