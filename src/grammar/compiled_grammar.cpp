@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <iterator>
 
@@ -151,10 +152,21 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   auto ranks_to_bits = [&](const std::vector<int32_t>& ranks) {
     for (int32_t r : ranks) mask_set(bits, sorted[r]);
   };
+  std::vector<uint64_t> id_bits(bits.size());  // all zero between calls
   auto ids_of = [&](const std::vector<int32_t>& ranks) {
-    std::vector<int32_t> ids(ranks.size());
-    for (size_t i = 0; i < ranks.size(); ++i) ids[i] = sorted[ranks[i]];
-    std::sort(ids.begin(), ids.end());
+    std::vector<int32_t> ids;
+    ids.reserve(ranks.size());
+    if (ranks.size() < 512) {
+      for (int32_t r : ranks) ids.push_back(sorted[r]);
+      std::sort(ids.begin(), ids.end());
+      return ids;
+    }
+    for (int32_t r : ranks) mask_set(id_bits, sorted[r]);  // a long list sorts by a bitset
+    for (size_t w = 0; w < id_bits.size(); ++w) {
+      for (; id_bits[w]; id_bits[w] &= id_bits[w] - 1) {
+        ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(id_bits[w]))));
+      }
+    }
     return ids;
   };
 
@@ -238,15 +250,26 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     const int32_t t = expanded.pairs.tighter[p];
     const bool use_tighter = t > p && !acc2[t].empty();
     const int32_t short_bytes = short_bytes_of(expanded.pairs, p, use_tighter);
-    if (uncertain1_bits[o].empty()) uncertain1_bits[o] = rank_bits(table, uncertain1[o]);
-    std::vector<uint64_t> candidates = uncertain1_bits[o];
-    if (--copies_left[o] == 0) std::vector<uint64_t>().swap(uncertain1_bits[o]);
-    if (use_tighter) {
-      for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc2[t][w];
-      if (short_bytes > 0) keep_longer(candidates, longer.bits(table, short_bytes));
-    }
     const Frame f = frame_of(p, known, automaton);
-    TokenSplit split = classify_tokens(automaton, table, f.node, f.is_end, &candidates);
+    TokenSplit split;
+    if (uncertain1[o].size() < 2 * bits.size()) {  // few: filter the list, skip the bitsets
+      std::vector<int32_t> list;
+      for (int32_t r : uncertain1[o]) {
+        if (use_tighter && mask_test(acc2[t], r)) continue;
+        if (static_cast<int64_t>(table.sorted_bytes(r).size()) <= short_bytes) continue;
+        list.push_back(r);
+      }
+      split = classify_tokens(automaton, table, f.node, f.is_end, std::span<const int32_t>(list));
+    } else {
+      if (uncertain1_bits[o].empty()) uncertain1_bits[o] = rank_bits(table, uncertain1[o]);
+      std::vector<uint64_t> candidates = uncertain1_bits[o];
+      if (--copies_left[o] == 0) std::vector<uint64_t>().swap(uncertain1_bits[o]);
+      if (use_tighter) {
+        for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc2[t][w];
+        if (short_bytes > 0) keep_longer(candidates, longer.bits(table, short_bytes));
+      }
+      split = classify_tokens(automaton, table, f.node, f.is_end, &candidates);
+    }
     if (automaton.overflowed()) return too_ambiguous();
     out->num_rewalked += split.accepted.size() + split.uncertain.size();
     if (short_bytes > 0) add_short_uncertain(split.uncertain, out->positions[t].uncertain, table, short_bytes);

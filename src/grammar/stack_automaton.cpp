@@ -125,10 +125,8 @@ int32_t StackAutomaton::node_state(int32_t n) {
   return intern_scratch();
 }
 
-int32_t StackAutomaton::step(int32_t state, uint8_t byte) {
+int32_t StackAutomaton::build_step(int32_t state, uint8_t byte) {
   const size_t index = static_cast<size_t>(state) * num_classes_ + class_of_[byte];
-  int32_t& slot = transitions_[index];
-  if (slot >= 0) return slot;
   ++stamp_;
   scratch_.clear();
   const auto& elements = grammar_->elements;

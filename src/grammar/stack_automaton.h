@@ -51,7 +51,10 @@ class StackAutomaton {
   int32_t node_state(int32_t node);
   // The node {position, parent} (hash-consed).
   int32_t node(int32_t position, int32_t parent);
-  int32_t step(int32_t state, uint8_t byte);
+  int32_t step(int32_t state, uint8_t byte) {  // inline: token walks call it per byte
+    const int32_t next = transitions_[static_cast<size_t>(state) * num_classes_ + class_of_[byte]];
+    return next >= 0 ? next : build_step(state, byte);
+  }
   int32_t step_bytes(int32_t state, std::string_view bytes);  // kDeadState as soon as it dies
 
   bool is_dead(int32_t state) const { return state == kDeadState; }
@@ -73,6 +76,7 @@ class StackAutomaton {
     size_t operator()(const std::vector<int32_t>& v) const;
   };
 
+  int32_t build_step(int32_t state, uint8_t byte);  // a transition not memoized yet
   // Adds to scratch_ every top reachable from `start` without consuming a byte.
   void close(int32_t start);
   int32_t intern_scratch();  // sorts and dedupes scratch_, returns its state id

@@ -22,11 +22,15 @@ int32_t next_rank(const std::vector<uint64_t>& bits, int32_t from, int32_t end) 
 
 }  // namespace
 
-TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
-                           bool frame_is_end, const std::vector<uint64_t>* candidates) {
+namespace {
+
+// The walk, over the ranks next(0), next(r + 1), ... (`next(from)`: the first candidate >= from,
+// or num_sorted; `from` never decreases). `every` says next is the identity.
+template <class Next>
+TokenSplit classify(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                    bool frame_is_end, bool every, Next next) {
   const auto lcp_prev = tokens.lcp_prev();
   const int32_t num = tokens.num_sorted();
-  auto next = [&](int32_t from) { return candidates ? next_rank(*candidates, from, num) : from; };
   std::vector<int32_t> states{automaton.node_state(frame)};
   std::vector<uint8_t> exited{0};  // exited[d]: the frame could be left before byte d
   TokenSplit out;
@@ -40,7 +44,7 @@ TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, 
       exited.resize(len + 1);
     }
     int32_t d = 0;
-    if (!candidates) {
+    if (every) {
       d = std::min(rank == 0 ? 0 : lcp_prev[rank], valid);
     } else {
       while (d < valid && d < len && prev[d] == bytes[d]) ++d;
@@ -65,6 +69,28 @@ TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, 
     rank = next(end);
   }
   return out;
+}
+
+}  // namespace
+
+TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                           bool frame_is_end, const std::vector<uint64_t>* candidates) {
+  const int32_t num = tokens.num_sorted();
+  if (!candidates) {
+    return classify(automaton, tokens, frame, frame_is_end, true, [](int32_t from) { return from; });
+  }
+  return classify(automaton, tokens, frame, frame_is_end, false,
+                  [&](int32_t from) { return next_rank(*candidates, from, num); });
+}
+
+TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                           bool frame_is_end, std::span<const int32_t> candidates) {
+  const int32_t num = tokens.num_sorted();
+  size_t i = 0;
+  return classify(automaton, tokens, frame, frame_is_end, false, [&](int32_t from) {
+    while (i < candidates.size() && candidates[i] < from) ++i;
+    return i < candidates.size() ? candidates[i] : num;
+  });
 }
 
 std::vector<uint64_t> all_ranks(const TokenTable& tokens) {

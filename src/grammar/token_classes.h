@@ -28,6 +28,9 @@ struct TokenSplit {
 // over ranks ([mask_words(num_sorted)] words): a dead prefix skips its subtree in O(words).
 TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
                            bool frame_is_end, const std::vector<uint64_t>* candidates);
+// The same over a short list of candidate ranks (ascending): O(list), not O(vocabulary / 64).
+TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                           bool frame_is_end, std::span<const int32_t> candidates);
 
 // Rank bitsets: all ranks, ranks of a list.
 std::vector<uint64_t> all_ranks(const TokenTable& tokens);
