@@ -21,6 +21,7 @@
 #include "tessera/chat_message.h"
 #include "tessera/engine_defaults.h"
 #include "tessera/finish_reason.h"
+#include "tessera/kv_events.h"
 #include "tessera/metrics.h"
 #include "tessera/sampling_params.h"
 #include "util/status.h"
@@ -57,6 +58,10 @@ struct EngineConfig {
   uint64_t seed = 0;                      // seeds requests that carry none
   bool verbose = false;                   // start-up summary on stderr
   std::function<void(double)> on_load_progress;  // called with 0..1 while the weights load
+  // KV-cache events (tessera/kv_events.h): when set, the prefix cache records the blocks it stores
+  // and evicts, and the engine thread calls this once per step that changed it. It must not block
+  // (kv_events::KvEventPublisher only enqueues). Unset: nothing is recorded.
+  std::function<void(KvEventBatch&&)> on_kv_events;
 };
 
 struct ModelInfo {

@@ -61,6 +61,7 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
   sc.block_size = config.block_size;
   sc.num_blocks = d.num_blocks;
   sc.enable_prefix_caching = config.enable_prefix_caching;
+  sc.record_block_events = static_cast<bool>(config.on_kv_events);
   sc.policy = config.policy == "static" ? sched::SchedulerPolicy::kStatic : sched::SchedulerPolicy::kContinuous;
   TESSERA_TRY(sched::validate_scheduler_config(sc));
 

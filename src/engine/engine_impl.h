@@ -75,6 +75,8 @@ class EngineImpl final : public Engine {
   // with an error event; called before the scheduler consumes the step, which then skips them.
   void fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result);
   void publish_metrics();
+  // Drains the prefix cache's stored/removed record into one KvEventBatch for config_.on_kv_events.
+  void publish_kv_events();
   // Structured outputs (engine_grammar.cpp): compile and attach a request's grammar at submit;
   // start the step's token masks on a helper thread while the forward runs; the masks of a
   // scheduled sequence (waits for them), empty when unconstrained.

@@ -1,5 +1,6 @@
 // EngineImpl::step: schedule -> execute -> update across plain-data boundaries, then the outputs.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine_impl.h"
 
@@ -17,6 +18,7 @@ bool EngineImpl::step() {
   const Clock::time_point step_start = Clock::now();
   sched::SchedulerOutput out = scheduler_->schedule();
   if (out.seqs.empty()) {
+    publish_kv_events();
     publish_metrics();
     return false;
   }
@@ -67,8 +69,33 @@ bool EngineImpl::step() {
     live_metrics_.spec_propose_seconds += st.propose_seconds;
     live_metrics_.spec_catch_up_tokens += st.num_catch_up_tokens;
   }
+  publish_kv_events();
   publish_metrics();
   return true;
+}
+
+void EngineImpl::publish_kv_events() {
+  if (!config_.on_kv_events) return;
+  std::vector<kv::BlockEvent> records = scheduler_->drain_block_events();
+  if (records.empty()) return;
+  KvEventBatch batch;
+  batch.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  batch.block_size = scheduler_->kv_cache().block_size();
+  batch.events.reserve(records.size());
+  for (kv::BlockEvent& r : records) {
+    KvCacheEvent& e = batch.events.emplace_back();
+    switch (r.kind) {
+      case kv::BlockEventKind::kStored:
+        e.kind = KvCacheEvent::Kind::kBlockStored;
+        if (r.has_parent) e.parent_block_hash = r.parent_hash;
+        e.token_ids = std::move(r.token_ids);
+        break;
+      case kv::BlockEventKind::kRemoved: e.kind = KvCacheEvent::Kind::kBlockRemoved; break;
+      case kv::BlockEventKind::kAllCleared: e.kind = KvCacheEvent::Kind::kAllBlocksCleared; break;
+    }
+    e.block_hash = r.hash;
+  }
+  config_.on_kv_events(std::move(batch));
 }
 
 void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result) {

@@ -50,6 +50,8 @@ std::vector<int32_t> BlockPool::get_new_blocks(int32_t n) {
     KvBlock& block = blocks_[static_cast<size_t>(free_queue_.pop_front())];
     TESSERA_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", block.id, block.ref_cnt);
     if (block.has_hash) {
+      events_.append({.kind = BlockEventKind::kRemoved, .block_id = block.id, .hash = block.hash,
+                      .has_parent = false, .parent_hash = 0, .token_ids = {}});
       drop_hash(block);
       ++num_evictions_;
     }
@@ -98,6 +100,18 @@ void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<con
   std::copy(tokens.begin(), tokens.end(),
             cached_tokens_.begin() + static_cast<ptrdiff_t>(block_id) * block_size_);
   cached_block_ids_[hash].push_back(block_id);
+  if (events_.enabled()) {
+    // The parent is held by the same sequence (ref_cnt > 0), so it is still cached under the
+    // hash this block's hash was chained from.
+    const KvBlock* parent =
+        parent_block_id == kNoParentBlock ? nullptr : &blocks_.at(static_cast<size_t>(parent_block_id));
+    events_.append({.kind = BlockEventKind::kStored,
+                    .block_id = block_id,
+                    .hash = hash,
+                    .has_parent = parent != nullptr && parent->has_hash,
+                    .parent_hash = parent != nullptr && parent->has_hash ? parent->hash : 0,
+                    .token_ids = std::vector<int32_t>(tokens.begin(), tokens.end())});
+  }
 }
 
 std::optional<int32_t> BlockPool::find_cached_block(BlockHash hash, std::span<const int32_t> tokens,
@@ -131,6 +145,9 @@ bool BlockPool::reset_prefix_cache() {
   for (KvBlock& block : blocks_) {
     if (block.has_hash) drop_hash(block);
   }
+  // One record for the whole reset (vLLM's AllBlocksCleared), not one kRemoved per block.
+  events_.append({.kind = BlockEventKind::kAllCleared, .block_id = 0, .hash = 0, .has_parent = false,
+                  .parent_hash = 0, .token_ids = {}});
   return true;
 }
 

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kv/block_events.h"
 #include "kv/block_hash.h"
 #include "kv/free_block_queue.h"
 
@@ -81,6 +82,10 @@ class BlockPool {
   BlockPoolCounts check_integrity() const;
 
   int64_t num_evictions() const { return num_evictions_; }
+
+  // The record of blocks entering and leaving the prefix cache (kv/block_events.h); off by default.
+  void set_record_events(bool on) { events_.set_enabled(on); }
+  std::vector<BlockEvent> drain_events() { return events_.drain(); }
   int64_t num_hash_collisions() const { return num_hash_collisions_; }
 
  private:
@@ -94,6 +99,7 @@ class BlockPool {
   std::unordered_map<BlockHash, std::vector<int32_t>> cached_block_ids_;  // hash -> block ids
   int64_t num_evictions_ = 0;                   // cached blocks whose hash was dropped for reuse
   mutable int64_t num_hash_collisions_ = 0;     // hash matches rejected by verification
+  BlockEventLog events_;                        // stored / removed / cleared, when enabled
 };
 
 }  // namespace tessera::kv

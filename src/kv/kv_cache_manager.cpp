@@ -7,7 +7,9 @@
 namespace tessera::kv {
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
-    : pool_(config.num_blocks, config.block_size, config.enable_prefix_caching) {}
+    : pool_(config.num_blocks, config.block_size, config.enable_prefix_caching) {
+  pool_.set_record_events(config.record_block_events);
+}
 
 int32_t KvCacheManager::num_blocks_for_tokens(int64_t num_tokens) const {
   return static_cast<int32_t>((num_tokens + block_size() - 1) / block_size());

@@ -32,6 +32,7 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;             // blocks in the pool, the null block included
   int32_t block_size = 16;            // token slots per block
   bool enable_prefix_caching = true;  // automatic prefix caching on/off
+  bool record_block_events = false;   // keep the pool's BlockEventLog (kv/block_events.h)
 };
 
 // A read-only view of a sequence's tokens, taken from the scheduler's Request.
@@ -101,6 +102,9 @@ class KvCacheManager {
   void free(int64_t seq_id);
   // Drops all cached hashes; false while any sequence holds blocks.
   bool reset_prefix_cache() { return pool_.reset_prefix_cache(); }
+  // Blocks stored into / removed from the prefix cache since the last call, in order (empty unless
+  // record_block_events).
+  std::vector<BlockEvent> drain_block_events() { return pool_.drain_events(); }
 
   bool contains(int64_t seq_id) const { return tables_.count(seq_id) != 0; }
   std::span<const int32_t> block_table(int64_t seq_id) const;  // empty for an unknown id

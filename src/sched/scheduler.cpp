@@ -26,7 +26,8 @@ Status validate_scheduler_config(const SchedulerConfig& c) {
 
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
-      kv_({config.num_blocks, config.block_size, config.enable_prefix_caching}) {
+      kv_({config.num_blocks, config.block_size, config.enable_prefix_caching,
+           config.record_block_events}) {
   const Status status = validate_scheduler_config(config);
   TESSERA_CHECK(status.ok(), "{}", status.ok() ? "" : status.error().message);
 }

@@ -48,6 +48,7 @@ struct SchedulerConfig {
   int32_t block_size = defaults::kBlockSize;  // tokens per KV block
   int32_t num_blocks = 0;                    // KV blocks, the null block included
   bool enable_prefix_caching = true;
+  bool record_block_events = false;          // the KV pool's stored/removed record (kv/block_events.h)
   SchedulerPolicy policy = SchedulerPolicy::kContinuous;
 #ifdef NDEBUG
   bool check_integrity_every_step = false;   // run check_integrity() after schedule and update
@@ -100,6 +101,8 @@ class Scheduler {
   std::optional<Request> find_request(int64_t seq_id) const;  // a copy, nullopt if not live
   SchedulerStats stats() const;
   const kv::KvCacheManager& kv_cache() const { return kv_; }
+  // The prefix cache's stored/removed records since the last call (config.record_block_events).
+  std::vector<kv::BlockEvent> drain_block_events() { return kv_.drain_block_events(); }
   const SchedulerConfig& config() const { return config_; }
 
   // KV integrity plus: every live sequence is in exactly one queue; waiting ones hold no blocks;

@@ -1,7 +1,7 @@
 // Engine features on stories260K through the public API: the golden 200 greedy tokens, parallel
 // sampling (n > 1: seeded reproducibility, shared prompt blocks), abort (every block returned),
 // stop strings (exact cut, deltas concatenate to the text), refusal of prompts that can never fit,
-// and seeded sampling that does not depend on the batch it runs in.
+// and seeded sampling that does not depend on the batch it runs in, KV-cache events.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
@@ -156,6 +157,54 @@ TEST(EngineStories, AbortFreesEveryBlock) {
   EXPECT_EQ(m.num_kv_blocks_free + m.num_kv_blocks_cached, m.num_kv_blocks_total);
   EXPECT_EQ(m.num_requests_aborted, 1);
   e->abort(123456);  // unknown ids are ignored
+}
+
+// KV-cache events (EngineConfig::on_kv_events): the blocks a request fills are reported once each,
+// in chain order, with their tokens; the same prompt again is a prefix hit and stores none of them.
+TEST(EngineStories, KvEventsReportStoredBlocksInChainOrder) {
+  std::mutex mu;
+  std::vector<KvEventBatch> batches;
+  EngineConfig c = base_config(kModel);
+  c.on_kv_events = [&](KvEventBatch&& b) {
+    std::lock_guard lock(mu);
+    batches.push_back(std::move(b));
+  };
+  auto e = make_engine(c);
+  ASSERT_TRUE(e);
+  const std::vector<int32_t> prompt = prompt_of(40, 9);
+  const RequestResult first = run_batch(*e, {{prompt, greedy(8)}})[0];
+  settled_metrics(*e);
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), first[0].token_ids.begin(), first[0].token_ids.end());
+  std::vector<KvCacheEvent> events;
+  {
+    std::lock_guard lock(mu);
+    for (const KvEventBatch& b : batches) {
+      EXPECT_EQ(b.block_size, 16);
+      EXPECT_GT(b.ts, 1.7e9);
+      events.insert(events.end(), b.events.begin(), b.events.end());
+    }
+    batches.clear();
+  }
+  ASSERT_GE(events.size(), 2u);  // 47 computed tokens: at least the prompt's two full blocks
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].kind, KvCacheEvent::Kind::kBlockStored);
+    EXPECT_EQ(events[i].token_ids, std::vector<int32_t>(all.begin() + 16 * static_cast<ptrdiff_t>(i),
+                                                        all.begin() + 16 * static_cast<ptrdiff_t>(i + 1)));
+    if (i == 0) {
+      EXPECT_FALSE(events[i].parent_block_hash.has_value());
+    } else {
+      EXPECT_EQ(events[i].parent_block_hash, events[i - 1].block_hash);
+    }
+  }
+  run_batch(*e, {{prompt, greedy(8)}});
+  settled_metrics(*e);
+  std::lock_guard lock(mu);
+  for (const KvEventBatch& b : batches) {
+    for (const KvCacheEvent& ev : b.events) {
+      for (const KvCacheEvent& old : events) EXPECT_NE(ev.block_hash, old.block_hash);
+    }
+  }
 }
 
 TEST(EngineStories, StopStringsCutTextExactly) {
