@@ -10,7 +10,8 @@ SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
 APT_PACKAGES=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev nlohmann-json3-dev libboost-dev libcli11-dev libxxhash-dev libssl-dev python3-pip)
+  libfmt-dev nlohmann-json3-dev libboost-dev libcli11-dev libxxhash-dev libssl-dev python3-pip
+  pkg-config libzmq3-dev libmsgpack-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -56,10 +57,11 @@ if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
   "$PYTHON" -m pip install -q jinja2 gguf 2>&1 | grep -v -i "warning" || true
 fi
 
-# The server's end-to-end tests talk to `tessera serve` with the official OpenAI client.
-if ! "$PYTHON" -c "import openai, pytest, jsonschema" 2>/dev/null; then
-  echo "setup: installing the openai client and pytest (end-to-end tests)"
-  "$PYTHON" -m pip install -q openai pytest jsonschema 2>&1 | grep -v -i "warning" || true
+# The server's end-to-end tests talk to `tessera serve` with the official OpenAI client, and read
+# its KV-cache events with pyzmq + msgpack (tests/e2e/test_kv_events.py).
+if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack" 2>/dev/null; then
+  echo "setup: installing the openai client, pytest, pyzmq and msgpack (end-to-end tests)"
+  "$PYTHON" -m pip install -q openai pytest jsonschema pyzmq msgpack 2>&1 | grep -v -i "warning" || true
 fi
 
 presets=("$@")

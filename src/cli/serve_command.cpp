@@ -6,6 +6,11 @@
 // half-sent connections close, in-flight requests finish until --shutdown-grace and are aborted
 // after it, then the process exits 0 (within grace + 1 s). A second signal exits at once (130).
 //
+// KV-cache events (--kv-events ENDPOINT): a kv_events::KvEventPublisher is created before the engine
+// (a bad endpoint fails at start-up), the engine hands it one batch per step that changed the prefix
+// cache, and its topic "kv@<instance>@<served model name>" is set once the HTTP port is known
+// (instance: --kv-events-instance, default host:port of this server).
+//
 // Signals: SIGINT/SIGTERM (and SIGUSR1, used internally to wake the signal thread) are blocked
 // before any thread starts, so every thread inherits the mask and only the signal thread, in
 // sigwait(), ever receives them: no async-signal-safety hazards in the handlers.
@@ -22,6 +27,8 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "kv_events/event_encoder.h"
+#include "kv_events/kv_event_publisher.h"
 #include "server/http_server.h"
 #include "tessera/engine.h"
 #include "util/log.h"
@@ -61,6 +68,13 @@ int serve_main(int argc, char** argv) {
       ->check(CLI::Range(2, 4096));
   app.add_option("--shutdown-grace", shutdown_grace_s, "seconds in-flight requests get to finish on SIGINT/SIGTERM")
       ->check(CLI::NonNegativeNumber);
+  std::string kv_events_endpoint;
+  std::string kv_events_instance;
+  app.add_option("--kv-events", kv_events_endpoint,
+                 "publish KV-cache events (vLLM's ZeroMQ + msgpack format) to this ZeroMQ endpoint: "
+                 "tcp://HOST:PORT connects to a subscriber that bound it, tcp://*:PORT binds (default: off)");
+  app.add_option("--kv-events-instance", kv_events_instance,
+                 "instance name in the KV-event topic kv@<instance>@<model> (default: HOST:PORT of this server)");
   app.add_flag("-v,--verbose", ec.verbose, "start-up summary on stderr");
   try {
     app.parse(argc, argv);
@@ -93,6 +107,17 @@ int serve_main(int argc, char** argv) {
   sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  std::unique_ptr<kv_events::KvEventPublisher> kv_publisher;
+  if (!kv_events_endpoint.empty()) {
+    Result<std::unique_ptr<kv_events::KvEventPublisher>> p = kv_events::KvEventPublisher::create(kv_events_endpoint);
+    if (!p.ok()) {
+      std::fprintf(stderr, "tessera serve: error: %s\n", p.error().message.c_str());
+      return 1;
+    }
+    kv_publisher = std::move(p).value();
+    ec.on_kv_events = [pub = kv_publisher.get()](KvEventBatch&& batch) { pub->publish(std::move(batch)); };
+  }
+
   ec.verbose = true;  // the start-up summary (budget, blocks, concurrency) belongs in a server log
   // The port is open while the model loads: /health answers 503 "loading" (a gateway or an
   // orchestrator sees a replica that is starting, not one that is down), 200 once attached.
@@ -104,6 +129,13 @@ int serve_main(int argc, char** argv) {
   }
   std::fprintf(stderr, "tessera serve: listening on http://%s:%d%s; loading %s\n", sc.host.c_str(), port.value(),
                sc.api_key.empty() ? "" : " (API key required on every route but /health)", ec.model_path.c_str());
+  if (kv_publisher) {
+    if (kv_events_instance.empty()) kv_events_instance = sc.host + ":" + std::to_string(port.value());
+    const std::string topic = kv_events::event_topic(kv_events_instance, sc.served_model_name);
+    kv_publisher->set_topic(topic);
+    std::fprintf(stderr, "tessera serve: KV-cache events on %s, topic %s\n", kv_events_endpoint.c_str(),
+                 topic.c_str());
+  }
   std::fflush(stderr);
   std::thread listener([&] { server.listen(); });
 
@@ -164,6 +196,13 @@ int serve_main(int argc, char** argv) {
   stop_signal_thread();
   if (drain_thread.joinable()) drain_thread.join();
   engine.value()->shutdown(std::chrono::milliseconds(0));  // no-op after a graceful drain
+  if (kv_publisher) {
+    kv_publisher->shutdown();  // the engine thread, its only caller, has stopped
+    const kv_events::PublisherCounters c = kv_publisher->counters();
+    std::fprintf(stderr, "tessera serve: KV-cache events: %llu batches sent, %llu dropped\n",
+                 static_cast<unsigned long long>(c.num_batches_sent),
+                 static_cast<unsigned long long>(c.num_batches_dropped));
+  }
   std::fprintf(stderr, "tessera serve: stopped\n");
   return 0;
 }

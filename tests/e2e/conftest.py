@@ -64,9 +64,11 @@ class Server:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = f"/tmp/tessera_e2e_{self.port}.log"
+        # Defaults a test may override by passing the flag itself (the CLI refuses a flag twice).
+        defaults = {"--kv-cache": "128MiB", "--max-model-len": "1024", "--shutdown-grace": "5"}
         args = [tessera_bin(), "serve", "--model", model or model_path(), "--port", str(self.port), "--host", "127.0.0.1",
-                "--served-model-name", SERVED_NAME, "--kv-cache", "128MiB", "--max-model-len", "1024",
-                *([] if "--shutdown-grace" in extra_args else ["--shutdown-grace", "5"]), *extra_args]
+                "--served-model-name", SERVED_NAME,
+                *[x for flag, value in defaults.items() if flag not in extra_args for x in (flag, value)], *extra_args]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + START_TIMEOUT_S
