@@ -2,6 +2,7 @@
 /v1/models, SGLang's /v1/loads and /loads, /server_info, /version, the vllm: series in /metrics,
 and X-Request-ID echoed and used as the response id."""
 import json
+import time
 import urllib.request
 
 from conftest import SERVED_NAME, http, metrics
@@ -20,8 +21,15 @@ def test_loads_report_engine_values(server):
     # A finished request leaves prefix-cache queries and generated tokens behind.
     body = {"model": SERVED_NAME, "prompt": "The capital of France is", "max_tokens": 4, "temperature": 0}
     assert http(server.base, "POST", "/v1/completions", body)[0] == 200
-    status, loads = http(server.base, "GET", "/v1/loads?include=core,disagg,queues,memory")
-    assert status == 200
+    # The answer can leave before the engine publishes the metrics of the step that finished it:
+    # read once the engine is idle (bounded), then every figure below is stable.
+    deadline = time.time() + 10
+    while True:
+        status, loads = http(server.base, "GET", "/v1/loads?include=core,disagg,queues,memory")
+        assert status == 200
+        if loads["loads"][0]["num_running_reqs"] == 0 or time.time() > deadline:
+            break
+        time.sleep(0.05)
     assert loads["dp_rank_count"] == 1 and loads["timestamp"].endswith("Z")
     (rank,) = loads["loads"]
     info = http(server.base, "GET", "/server_info")[1]
