@@ -17,6 +17,12 @@ BlockHash hash_block_tokens(BlockHash parent_hash, std::span<const int32_t> toke
   return XXH3_64bits_digest(&state);
 }
 
+uint64_t group_key(uint64_t key, int32_t group) {
+  if (group == 0) return key;
+  constexpr uint64_t kGroupSalt = 0x9a0c5e1f3b7d2468ULL;
+  return hash_block_tokens(key ^ kGroupSalt, {}, static_cast<uint64_t>(group)) | 1;  // never 0
+}
+
 uint64_t hash_cache_salt(std::string_view salt) {
   if (salt.empty()) return 0;
   return XXH3_64bits(salt.data(), salt.size()) | 1;  // never 0, which means "no salt"

@@ -23,6 +23,11 @@ inline constexpr BlockHash kRootBlockHash = 0x7e55e7a0c0ffee01ULL;
 BlockHash hash_block_tokens(BlockHash parent_hash, std::span<const int32_t> tokens,
                             uint64_t extra_key);
 
+// Group `group`'s copy of a key (a block hash or an extra key): group 0 keeps the key as is (one
+// group = the single-table keys), later groups mix in a per-group salt, so no KV-cache group ever
+// finds another group's block (they hold different layers).
+uint64_t group_key(uint64_t key, int32_t group);
+
 // Extra key for a cache salt; 0 for the empty salt (no isolation).
 uint64_t hash_cache_salt(std::string_view salt);
 

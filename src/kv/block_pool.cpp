@@ -96,15 +96,16 @@ void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<con
   block.extra_key = extra_key;
   block.parent_id = parent_block_id;
   block.parent_generation =
-      parent_block_id == kNoParentBlock ? 0 : blocks_.at(static_cast<size_t>(parent_block_id)).generation;
+      parent_block_id < 0 ? 0 : blocks_.at(static_cast<size_t>(parent_block_id)).generation;
   std::copy(tokens.begin(), tokens.end(),
             cached_tokens_.begin() + static_cast<ptrdiff_t>(block_id) * block_size_);
   cached_block_ids_[hash].push_back(block_id);
   if (events_.enabled()) {
     // The parent is held by the same sequence (ref_cnt > 0), so it is still cached under the
-    // hash this block's hash was chained from.
+    // hash this block's hash was chained from; a sliding group's released parent
+    // (kUnknownParentBlock) gives a record without one.
     const KvBlock* parent =
-        parent_block_id == kNoParentBlock ? nullptr : &blocks_.at(static_cast<size_t>(parent_block_id));
+        parent_block_id < 0 ? nullptr : &blocks_.at(static_cast<size_t>(parent_block_id));
     events_.append({.kind = BlockEventKind::kStored,
                     .block_id = block_id,
                     .hash = hash,
@@ -123,9 +124,10 @@ std::optional<int32_t> BlockPool::find_cached_block(BlockHash hash, std::span<co
   for (int32_t id : it->second) {
     const KvBlock& block = blocks_[static_cast<size_t>(id)];
     const bool parent_ok =
-        block.parent_id == parent_block_id &&
-        (parent_block_id == kNoParentBlock ||
-         block.parent_generation == blocks_[static_cast<size_t>(parent_block_id)].generation);
+        parent_block_id == kUnknownParentBlock ||
+        (block.parent_id == parent_block_id &&
+         (parent_block_id < 0 ||
+          block.parent_generation == blocks_[static_cast<size_t>(parent_block_id)].generation));
     const auto stored = cached_tokens(id);
     if (parent_ok && block.extra_key == extra_key &&
         std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) {

@@ -28,6 +28,10 @@ namespace tessera::kv {
 
 inline constexpr int32_t kNullBlockId = 0;
 inline constexpr int32_t kNoParentBlock = -1;
+// Parent of a sliding-window group's block whose previous table entry was already given back.
+// Cached with it, a block matches only a lookup that also passes it; passed to find_cached_block it
+// accepts any parent (the block is then verified by hash, tokens and extra key alone).
+inline constexpr int32_t kUnknownParentBlock = -2;
 
 struct KvBlock {
   int32_t id = 0;                    // index into the pool and into KV storage

@@ -69,4 +69,15 @@ Result<KvPlan> compute_kv_plan(const KvPlanInput& input) {
   return plan;
 }
 
+int64_t kv_blocks_held(std::span<const int32_t> windows, int32_t block_size, int64_t num_computed,
+                       int64_t num_tokens) {
+  const int64_t entries = (num_tokens + block_size - 1) / block_size;
+  int64_t held = 0;
+  for (int32_t w : windows) {
+    const int64_t released = w == 0 ? 0 : std::max<int64_t>(0, num_computed - w + 1) / block_size;
+    held += entries - std::min(entries, released);
+  }
+  return held;
+}
+
 }  // namespace tessera::kv

@@ -11,6 +11,7 @@
 // GQA/MQA: only num_kv_heads enters the cache size (MQA is num_kv_heads = 1).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,5 +72,13 @@ struct KvPlan {
 };
 
 Result<KvPlan> compute_kv_plan(const KvPlanInput& input);
+
+// Blocks one sequence holds over its KV-cache groups (KvCacheManager::num_blocks_held) once
+// positions [0, num_tokens) are allocated with num_computed of them computed before that step:
+// every group has ceil(num_tokens / block_size) entries, and a sliding group (window W > 0) has
+// given back the first floor(max(0, num_computed - W + 1) / block_size). windows: [num_groups],
+// tokens, 0 = full attention. Decode at T tokens: kv_blocks_held(windows, bs, T - 1, T).
+int64_t kv_blocks_held(std::span<const int32_t> windows, int32_t block_size, int64_t num_computed,
+                       int64_t num_tokens);
 
 }  // namespace tessera::kv
