@@ -24,7 +24,7 @@
 #include "tessera/kv_events.h"
 #include "tessera/metrics.h"
 #include "tessera/sampling_params.h"
-#include "util/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cli/engine_flags.h"
+#include "util/check.h"
 #include "util/timer.h"
 
 namespace tessera::cli {

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "util/op_profile.h"
+#include "util/status.h"
 #include "util/timer.h"
 
 namespace tessera::cli {

@@ -1,5 +1,7 @@
 #include "util/status.h"
 
+#include "util/check.h"
+
 namespace tessera {
 
 const char* error_code_name(ErrorCode code) {
@@ -14,6 +16,11 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
   }
   return "unknown";
+}
+
+void result_access_failed(const char* condition, const std::string& message, const char* file, unsigned line,
+                          const char* function) {
+  check_failed(condition, message, file, line, function);
 }
 
 }  // namespace tessera

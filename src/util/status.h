@@ -1,77 +1,17 @@
-// Expected failures: Error carries a code and a message that says what is wrong; Result<T> is a
-// value or an Error (a small stand-in for C++23 std::expected). Convert to HTTP status or an exit
-// code at the boundary (server/, cli/), never deeper.
+// Internal helpers over the public error type (tessera/status.h, the one home of ErrorCode, Error,
+// Result and Status): make_error formats a message, TESSERA_TRY propagates an error.
 #pragma once
-#include <string>
 #include <utility>
-#include <variant>
 
+#include "tessera/status.h"
 #include "util/check.h"
 
 namespace tessera {
-
-enum class ErrorCode {
-  kInvalidArgument,    // bad request or flag value
-  kNotFound,           // missing file, unknown model or tensor
-  kCorruptFile,        // a file that breaks its format's rules (GGUF is hostile input)
-  kUnsupported,        // valid but not handled: architecture, tensor type
-  kOutOfRange,         // prompt longer than the context, request that can never fit
-  kResourceExhausted,  // queue full, no memory
-  kIo,                 // read/mmap failures
-  kInternal,
-};
-
-const char* error_code_name(ErrorCode code);
-
-struct Error {
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-
-  // Prefixes context, as the loader does at each stage: "loading tokenizer: <message>".
-  Error with_context(const std::string& context) const { return {code, context + ": " + message}; }
-};
 
 template <typename... Args>
 Error make_error(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
   return Error{code, fmt::format(format, std::forward<Args>(args)...)};
 }
-
-template <typename T>
-class [[nodiscard]] Result {
- public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}  // NOLINT
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-  T& value() & {
-    TESSERA_CHECK(ok(), "Result::value() on error: {}", std::get<1>(v_).message);
-    return std::get<0>(v_);
-  }
-  T&& value() && {
-    TESSERA_CHECK(ok(), "Result::value() on error: {}", std::get<1>(v_).message);
-    return std::get<0>(std::move(v_));
-  }
-  const T& value() const& {
-    TESSERA_CHECK(ok(), "Result::value() on error: {}", std::get<1>(v_).message);
-    return std::get<0>(v_);
-  }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-  T& operator*() { return value(); }
-  const Error& error() const {
-    TESSERA_CHECK(!ok(), "Result::error() on a value");
-    return std::get<1>(v_);
-  }
-
- private:
-  std::variant<T, Error> v_;
-};
-
-// Status: Result without a value.
-struct Ok {};
-using Status = Result<Ok>;
-inline Status ok_status() { return Ok{}; }
 
 }  // namespace tessera
 

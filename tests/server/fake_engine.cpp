@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/status.h"
+
 namespace tessera::testing {
 
 class FakeEngine::Stream : public RequestStream {

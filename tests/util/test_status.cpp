@@ -26,5 +26,14 @@ TEST(Result, ValueAndError) {
   EXPECT_FALSE(twice(0).ok());
 }
 
+// The public header alone (tessera/status.h, no util/) holds the type; reading it the wrong way
+// still aborts with the message, as a failed TESSERA_CHECK does.
+TEST(ResultDeathTest, WrongAccessAbortsWithTheMessage) {
+  const Result<int> bad = Error{ErrorCode::kNotFound, "no such model"};
+  EXPECT_DEATH((void)bad.value(), "check failed .*Result::value\\(\\) on error: no such model");
+  const Status fine = ok_status();
+  EXPECT_DEATH((void)fine.error(), "Result::error\\(\\) on a value");
+}
+
 }  // namespace
 }  // namespace tessera
