@@ -3,7 +3,8 @@
 #   1. release build: unit, kernel and golden tests, the model tests on the real SmolLM2, and the
 #      end-to-end server tests (the real `tessera serve` driven by the openai Python client);
 #   2. scalar-only build (TESSERA_FORCE_SCALAR): unit and kernel tests, so the fallback never rots;
-#   3. ASan + UBSan build: unit tests;
+#   3. ASan + UBSan build: unit tests, then the server e2e subset on hostile input (label
+#      e2e_sanitized, tests/e2e/CMakeLists.txt): any sanitizer report in the server fails it;
 #   4. the GGUF, grammar and chat-template fuzzers, a few seconds each (clang libFuzzer).
 # TESSERA_TEST_QUICK=1 runs step 1 only.
 set -euo pipefail
@@ -33,6 +34,8 @@ ctest --test-dir build/scalar --output-on-failure -j"$jobs" -L 'kernel|unit'
 cmake --preset asan >/dev/null
 build_label build/asan 'unit'
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j"$jobs" -L 'unit'
+cmake --build build/asan -j"$jobs" --target tessera
+ctest --test-dir build/asan --output-on-failure -L 'e2e_sanitized'  # sets its own ASAN/UBSAN_OPTIONS
 
 if [ -f fuzz/CMakeLists.txt ]; then
   cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf fuzz_grammar fuzz_jinja

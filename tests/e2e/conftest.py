@@ -3,7 +3,12 @@
 Needs: the tessera binary ($TESSERA_BIN, else build*/src/cli/tessera), the default model (found by
 the binary; $TESSERA_MODEL overrides), and the pip packages `openai` and `pytest`. A missing
 openai package is installed with pip once; when that fails the tests skip with a clear message.
+
+Against a sanitizer build (scripts/test.sh runs a subset on the ASan + UBSan binary) every server
+is checked at teardown for a sanitizer report in its output, and $TESSERA_E2E_SLOWDOWN scales the
+timing bounds (see SLOWDOWN).
 """
+import functools
 import glob
 import json
 import os
@@ -18,7 +23,26 @@ import pytest
 
 SOURCE_DIR = os.environ.get("TESSERA_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 SERVED_NAME = "smol"
-START_TIMEOUT_S = 180
+# The timing bounds in these tests are set for a Release build. A Debug + ASan/UBSan build does the
+# same work about 10x slower (-O0 kernels, checked memory accesses, quarantined frees, the leak scan
+# at exit), so a bound on how long the server takes to do something is multiplied by SLOWDOWN
+# ($TESSERA_E2E_SLOWDOWN, 1 by default; the sanitizer stage of scripts/test.sh sets 10; measured:
+# 24 tokens of SmolLM2 cost 4.2 s of CPU there, 0.24 s in Release). So is a --shutdown-grace that
+# streams must finish within, and the slack a test allows for the work after a deadline. A bound
+# that is the server's own clock with no work behind it (the header deadline) is not scaled.
+SLOWDOWN = float(os.environ.get("TESSERA_E2E_SLOWDOWN", "1"))
+START_TIMEOUT_S = 180 * SLOWDOWN
+# A sanitizer report's first line (ASan, LeakSanitizer) or UBSan's "file:line:col: runtime error:".
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def sanitizer_report(text):
+    """The sanitizer report in a process's output (from its first line on), or None."""
+    at = [i for i in (text.find(m) for m in SANITIZER_MARKERS) if i >= 0]
+    if not at:
+        return None
+    start = text.rfind("\n", 0, min(at)) + 1
+    return text[start:start + 8000]
 
 
 def ensure_openai():
@@ -45,6 +69,13 @@ def tessera_bin():
     return max(found, key=os.path.getmtime) if found else None  # the freshest build
 
 
+@functools.lru_cache(maxsize=None)
+def is_sanitized(binary):
+    """Whether `binary` is an ASan build (it imports or defines the ASan runtime's entry point)."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def model_path():
     env = os.environ.get("TESSERA_MODEL")
     if env:
@@ -65,7 +96,8 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = f"/tmp/tessera_e2e_{self.port}.log"
         # Defaults a test may override by passing the flag itself (the CLI refuses a flag twice).
-        defaults = {"--kv-cache": "128MiB", "--max-model-len": "1024", "--shutdown-grace": "5"}
+        defaults = {"--kv-cache": "128MiB", "--max-model-len": "1024",
+                    "--shutdown-grace": str(round(5 * SLOWDOWN))}
         args = [tessera_bin(), "serve", "--model", model or model_path(), "--port", str(self.port), "--host", "127.0.0.1",
                 "--served-model-name", SERVED_NAME,
                 *[x for flag, value in defaults.items() if flag not in extra_args for x in (flag, value)], *extra_args]
@@ -87,6 +119,10 @@ class Server:
     def read_log(self):
         with open(self.log_path) as f:
             return f.read()[-3000:]
+
+    def sanitizer_report(self):
+        with open(self.log_path, errors="replace") as f:
+            return sanitizer_report(f.read())
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.proc.poll() is None:
@@ -116,6 +152,7 @@ def server():
     s = Server()
     yield s
     code = s.stop()
+    assert s.sanitizer_report() is None, f"tessera serve (exit {code}):\n{s.sanitizer_report()}"
     assert code == 0, f"tessera serve exited with {code} after SIGTERM: {s.read_log()}"
 
 
@@ -138,6 +175,10 @@ def start_server():
     yield start
     for s in started:
         s.stop()
+    # Whatever a test made of the exit, a sanitizer report in any server's output fails it.
+    reports = [f"tessera serve on port {s.port} (exit {s.proc.returncode}):\n{s.sanitizer_report()}"
+               for s in started if s.sanitizer_report()]
+    assert not reports, "\n\n".join(reports)
 
 
 def http(base, method, path, body=None, headers=None, timeout=120):

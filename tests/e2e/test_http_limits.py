@@ -7,7 +7,7 @@ import threading
 import time
 import urllib.request
 
-from conftest import SERVED_NAME, http, metrics
+from conftest import SERVED_NAME, SLOWDOWN, http, metrics
 
 BODY_LIMIT = 8 << 20  # serve's default --max-body-bytes
 
@@ -84,12 +84,12 @@ def test_content_length_over_the_limit_is_413_at_once(server):
         t0 = time.monotonic()
         s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: 268435456\r\n\r\n{\"prompt\": \"")
-        status, headers, body = read_response(s, timeout=5)
+        status, headers, body = read_response(s, timeout=5 * SLOWDOWN)
         elapsed = time.monotonic() - t0
     assert status == 413, body
     assert f"Request body too large (limit {BODY_LIMIT} bytes)".encode() in body
     assert headers["connection"] == "close"
-    assert elapsed < 1.0, f"413 took {elapsed:.2f} s"
+    assert elapsed < 1.0 * SLOWDOWN, f"413 took {elapsed:.2f} s"
 
 
 def test_chunked_body_is_cut_at_the_limit_before_anything_is_computed(server):
@@ -234,17 +234,18 @@ def test_slowloris_does_not_starve_health_or_completions(server):
         worst_health = worst_completion = 0.0
         for _ in range(20):
             t0 = time.monotonic()
-            with urllib.request.urlopen(server.base + "/health", timeout=1) as r:
+            with urllib.request.urlopen(server.base + "/health", timeout=1 * SLOWDOWN) as r:
                 assert r.status == 200
             worst_health = max(worst_health, time.monotonic() - t0)
             t0 = time.monotonic()
             status, body = http(server.base, "POST", "/v1/completions",
-                                {"model": SERVED_NAME, "prompt": "Hi", "max_tokens": 2, "temperature": 0}, timeout=1)
+                                {"model": SERVED_NAME, "prompt": "Hi", "max_tokens": 2, "temperature": 0},
+                                timeout=1 * SLOWDOWN)
             assert status == 200 and body["usage"]["completion_tokens"] == 2
             worst_completion = max(worst_completion, time.monotonic() - t0)
         print(f"200 tricklers: worst /health {worst_health * 1000:.0f} ms, worst completion "
               f"{worst_completion * 1000:.0f} ms (20 of 20 each)")
-        assert worst_health < 1.0 and worst_completion < 1.0
+        assert worst_health < 1.0 * SLOWDOWN and worst_completion < 1.0 * SLOWDOWN
         # The header deadline (10 s) closes every trickler, however steadily it sends.
         time.sleep(max(0.0, t_open + 11.0 - time.monotonic()))
         closed = 0

@@ -6,7 +6,7 @@ import subprocess
 import threading
 import time
 
-from conftest import SERVED_NAME, http, metrics, tessera_bin
+from conftest import SERVED_NAME, SLOWDOWN, http, metrics, tessera_bin
 import http.client as httpclient
 
 
@@ -90,7 +90,7 @@ def test_shutdown_is_bounded_by_the_grace_period_with_trickling_clients(start_se
     s.proc.wait(timeout=30)
     elapsed = time.monotonic() - t0
     stop.set()
-    assert elapsed < 1 + 1, f"exit took {elapsed:.2f} s"
+    assert elapsed < 1 + 1 * SLOWDOWN, f"exit took {elapsed:.2f} s"
 
 
 def test_second_sigterm_exits_at_once(start_server):
@@ -108,7 +108,7 @@ def test_second_sigterm_exits_at_once(start_server):
     s.proc.wait(timeout=30)
     elapsed = time.monotonic() - t0
     stop.set()
-    assert elapsed < 1.0, f"second SIGTERM: exit took {elapsed:.2f} s"
+    assert elapsed < 1.0 * SLOWDOWN, f"second SIGTERM: exit took {elapsed:.2f} s"
     assert "second signal" in s.read_log()
 
 
@@ -117,7 +117,7 @@ def test_drain_refuses_new_work_and_exits_within_grace_with_streams_tricklers_an
     # and on new generate requests), finishes what it can until the grace deadline, and exits 0
     # within grace + 1 s although 16 streams, 8 trickling and 8 idle keep-alive connections are open.
     import socket
-    grace = 3
+    grace = round(3 * SLOWDOWN)  # time for the 4-token streams to finish, not for the 900-token ones
     s = start_server("--shutdown-grace", str(grace))
     stop = threading.Event()
     open_tricklers(s.port, 8, stop)
@@ -149,14 +149,16 @@ def test_drain_refuses_new_work_and_exits_within_grace_with_streams_tricklers_an
     assert status == 503 and body["error"]["code"] == "service_unavailable", body
     # The idle keep-alive connections were closed by the server.
     for c in idle:
-        c.sock.settimeout(2)
+        c.sock.settimeout(2 * SLOWDOWN)
         assert c.sock.recv(1) == b""
-    assert s.proc.wait(timeout=30) == 0, s.read_log()
+    assert s.proc.wait(timeout=grace + 30) == 0, s.read_log()
     elapsed = time.monotonic() - t0
     stop.set()
     for t in threads:
         t.join(timeout=10)
-    assert elapsed < grace + 1, f"exit took {elapsed:.2f} s after SIGTERM (grace {grace} s)"
+    # The grace deadline is the server's own clock; the 1 s after it (cutting the streams, joining
+    # threads, freeing the engine) is work, and scales with the build's speed.
+    assert elapsed < grace + 1 * SLOWDOWN, f"exit took {elapsed:.2f} s after SIGTERM (grace {grace} s)"
     finished = [o for o in outs if o.get("events") and json.loads(o["events"][-2]).get("choices")]
     cut = [o for o in outs if o.get("events") and "error" in json.loads(o["events"][-2])]
     assert all(o["status"] == 200 and o["events"][-1] == "[DONE]" for o in outs), outs

@@ -9,8 +9,9 @@ import urllib.request
 
 import pytest
 
-from conftest import SERVED_NAME, SOURCE_DIR, http, metrics
+from conftest import SERVED_NAME, SOURCE_DIR, http
 from gguf_file import with_f32_tensor_filled
+from test_load import settled_metrics
 
 STORIES = os.path.join(SOURCE_DIR, "tests", "data", "models", "stories260K.gguf")
 
@@ -61,7 +62,7 @@ def test_nonfinite_model_fails_each_request_and_keeps_serving(start_server, tmp_
         assert health == 200, f"unhealthy after request {i}"
     status, reply = http(s.base, "POST", "/tokenize", {"model": SERVED_NAME, "prompt": "Once upon a time"})
     assert status == 200 and reply["count"] > 0
-    m = metrics(s.base)
+    m = settled_metrics(s.base)  # the engine publishes its counters after the step that answered
     assert m["tessera:request_nonfinite_logits_total"] == 20, m  # per request (n=2 counts once)
     assert m.get("tessera:num_requests_running", 0) == 0
     assert s.stop() == 0, s.read_log()
