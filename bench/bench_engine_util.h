@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <time.h>
 #include <vector>
 
 #include "tessera/engine.h"
@@ -18,7 +19,17 @@ struct Timed {
   double first_ms = -1;    // first token, ms after submission of the set
   double last_ms = 0;      // last token
   int64_t num_tokens = 0;  // generated tokens
+  // The process's CPU seconds (every thread: the engine's, the pool's workers, this reader) when
+  // the first and the last token arrived: CPU time holds still on a loaded machine where wall
+  // time does not.
+  double first_cpu_s = 0, last_cpu_s = 0;
 };
+
+inline double process_cpu_s() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 inline double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
@@ -52,8 +63,9 @@ inline std::vector<Timed> run_set(Engine& engine, const std::vector<std::vector<
       for (auto ev = streams[i]->next(wait); ev; ev = streams[i]->next(std::chrono::milliseconds(0))) {
         const double t = ms_since(start);
         if (!ev->token_ids.empty()) {
-          if (out[i].first_ms < 0) out[i].first_ms = t;
-          out[i].last_ms = t;
+          const double cpu = process_cpu_s();
+          if (out[i].first_ms < 0) out[i].first_ms = t, out[i].first_cpu_s = cpu;
+          out[i].last_ms = t, out[i].last_cpu_s = cpu;
           out[i].num_tokens += static_cast<int64_t>(ev->token_ids.size());
         }
         if (streams[i]->finished()) {

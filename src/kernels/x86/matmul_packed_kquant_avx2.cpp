@@ -20,6 +20,7 @@
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/x86/avx2_helpers.h"
+#include "kernels/x86/packed_prefetch.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
@@ -43,7 +44,7 @@ inline __m256i dup_pairs(const uint8_t* p) {
 
 template <DType T, int R>
 void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group, int64_t nb, int64_t i0,
-                float* y_out, const __m256i store[2], bool stream) {
+                float* y_out, const __m256i store[2], bool stream, NextGroup next) {
   using L = PackedKLayout<T>;
   // Weight vectors per 16-bit run (see the top of the file) and per sub-block.
   constexpr int kRun = L::kQ6 ? 2 : L::kQ5 ? 4 : 8;
@@ -54,7 +55,14 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
   for (int j = 0; j < R; ++j) y[0][j] = y[1][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = group + static_cast<size_t>(b) * L::kBytes;
-    if (stream) {
+    // Q4_K/Q5_K: the first tile streams the records from memory, kPrefetchRecords ahead; Q6_K: every
+    // tile fetches its share of the next group (packed_prefetch.h) instead. Measured one thread from
+    // DRAM (bench_matmul cold, 4864->896): Q6_K m = 16 124 -> 183, m = 4 60 -> 100, m = 1 22 -> 30
+    // GOP per CPU second; Q4_K m = 16 fell 140-156 -> 108 with it (with or without the near
+    // prefetch), so Q4_K/Q5_K keep the near one alone.
+    if constexpr (L::kQ6) {
+      next.fetch(b, L::kBytes);
+    } else if (stream) {
       for (size_t line = 0; line < L::kBytes; line += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * L::kBytes + line), _MM_HINT_T0);
       }
@@ -151,15 +159,17 @@ void packed(const MatmulArgs& a, const int32_t* bsum16, int64_t r_begin, int64_t
                                      _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
     }
     float* y_out = a.y + g * kPackRows;
+    const int tiles = static_cast<int>((a.m + kTileRows - 1) / kTileRows);
+    NextGroup next = next_group(group, group_bytes, g, r_end, kPackRows, tiles);
     int64_t i0 = 0;
     bool stream = true;
-    for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false) {
-      group_tile<T, kTileRows>(a, bsum16, group, nb, i0, y_out, store, stream);
+    for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false, ++next.index) {
+      group_tile<T, kTileRows>(a, bsum16, group, nb, i0, y_out, store, stream, next);
     }
     switch (a.m - i0) {  // the tail in one tile of exactly its rows
-      case 3: group_tile<T, 3>(a, bsum16, group, nb, i0, y_out, store, stream); break;
-      case 2: group_tile<T, 2>(a, bsum16, group, nb, i0, y_out, store, stream); break;
-      case 1: group_tile<T, 1>(a, bsum16, group, nb, i0, y_out, store, stream); break;
+      case 3: group_tile<T, 3>(a, bsum16, group, nb, i0, y_out, store, stream, next); break;
+      case 2: group_tile<T, 2>(a, bsum16, group, nb, i0, y_out, store, stream, next); break;
+      case 1: group_tile<T, 1>(a, bsum16, group, nb, i0, y_out, store, stream, next); break;
       default: break;
     }
   }
