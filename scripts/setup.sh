@@ -64,6 +64,13 @@ if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack" 2>/dev/null;
   "$PYTHON" -m pip install -q openai pytest jsonschema pyzmq msgpack 2>&1 | grep -v -i "warning" || true
 fi
 
+# The gateway tests (tests/e2e/test_cluster.py) and scripts/cluster.sh run SMG, the SGLang model
+# gateway (a Rust binary in a PyPI wheel).
+if ! command -v smg >/dev/null 2>&1; then
+  echo "setup: installing smg (the gateway of the scale-out tests)"
+  "$PYTHON" -m pip install -q smg 2>&1 | grep -v -i "warning" || true
+fi
+
 presets=("$@")
 if [ ${#presets[@]} -eq 0 ]; then presets=(release); fi
 # TESSERA_BUILD_TARGETS (space-separated) limits the build to those targets: scripts/run.sh needs

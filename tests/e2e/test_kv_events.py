@@ -13,14 +13,21 @@ independent recomputation and the block pool's own counters:
 - BlockRemoved events == the server's tessera:kv_cache_evictions, and the blocks still stored ==
   tessera:kv_cache_blocks_cached once every request has ended (every cached block is then free).
 Prompts are token ids (POST /v1/completions with a list), so the blocks are known exactly.
+
+A second test holds the published stream against the block pool's own record: the helper
+tests/kv_events/kv_events_record runs a real engine with the real publisher and writes down every
+batch the engine drains from the pool; the SUB socket must receive exactly those.
 """
+import json
+import os
 import random
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import free_port, http, metrics
+from conftest import SOURCE_DIR, free_port, http, metrics, tessera_bin
 
 zmq = pytest.importorskip("zmq")
 msgpack = pytest.importorskip("msgpack")
@@ -159,3 +166,110 @@ def test_kv_events_match_the_prefix_cache(start_server):
     assert len(removed) == m["tessera:kv_cache_evictions_total"]
     assert sum(live.values()) == m["tessera:kv_cache_blocks_cached"]
     assert m["tessera:num_requests_running"] == 0
+
+
+def record_helper():
+    """tests/kv_events/kv_events_record: $TESSERA_KV_EVENTS_RECORD (set by ctest), else beside the binary."""
+    env = os.environ.get("TESSERA_KV_EVENTS_RECORD")
+    if env and os.path.exists(env):
+        return env
+    binary = tessera_bin()
+    if binary is None:
+        return None
+    build = os.path.dirname(os.path.dirname(os.path.dirname(binary)))  # build/<preset>/src/cli/tessera
+    path = os.path.join(build, "tests", "kv_events", "kv_events_record")
+    return path if os.path.exists(path) else None
+
+
+def test_published_events_are_the_block_pools_own_record(tmp_path):
+    """A real engine (stories260K, 20 KV blocks of 16 tokens) runs 10 rounds of 2 prompts sharing
+    prefixes; tests/kv_events/kv_events_record writes down each batch the engine drains from the
+    block pool before handing it to the publisher. What a SUB socket receives, decoded by msgpack,
+    must be that record exactly: batch for batch, event for event (kind, hash, parent, tokens,
+    block size), sequence numbers 0..n-1, nothing dropped."""
+    helper = record_helper()
+    if helper is None:
+        pytest.skip("no kv_events_record helper (build the kv_events_record target)")
+    stories = os.path.join(SOURCE_DIR, "tests", "data", "models", "stories260K.gguf")
+    rng = random.Random(2830)
+    systems = [[rng.randrange(1, 512) for _ in range(2 * BLOCK)] for _ in range(3)]
+    rounds = []
+    for r in range(10):  # two prompts per round: a shared system prefix + a turn of their own
+        rounds.append([systems[(r + k) % 3] + [rng.randrange(1, 512) for _ in range(BLOCK + 5 * k + 3)]
+                       for k in range(2)])
+    rounds_path, record_path = tmp_path / "rounds.json", tmp_path / "record.json"
+    rounds_path.write_text(json.dumps(rounds))
+
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    port = free_port()
+    sub.bind(f"tcp://127.0.0.1:{port}")
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    monitor = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    collector = Collector(sub)
+    proc = subprocess.Popen([helper, stories, str(20 * BLOCK * 640), f"tcp://127.0.0.1:{port}", str(rounds_path),
+                             str(record_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        ready = proc.stdout.readline().split()
+        assert ready[:1] == ["ready"], proc.stderr.read()
+        num_blocks = int(ready[1])
+        # The publisher's connection is up (ZMTP handshake done); the subscription follows it on the
+        # same connection, before anything the helper publishes after "go".
+        assert monitor.poll(10000), "the publisher never connected"
+        collector.start()
+        time.sleep(0.5)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()
+        messages = collector.stop(quiet_s=0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        collector.done.set()
+        if collector.is_alive():
+            collector.join()
+        monitor.close(linger=0)
+        sub.close(linger=0)
+        ctx.term()
+    record = json.loads(record_path.read_text())
+    assert num_blocks == record["num_kv_blocks"] == 20
+
+    # Frames and sequence numbers: every batch the pool's record has, numbered without a gap.
+    assert record["num_batches_dropped"] == 0 and record["num_batches_sent"] == len(record["batches"])
+    assert [len(m) for m in messages] == [3] * len(messages)
+    assert {m[0] for m in messages} == {record["topic"].encode()}
+    assert [int.from_bytes(m[1], "big") for m in messages] == list(range(len(record["batches"])))
+
+    # Payloads: msgpack's decoding of each message is the recorded batch, event by event.
+    def expected(e):
+        if e["kind"] == "BlockStored":
+            return ["BlockStored", [int(e["hash"])], None if e["parent"] is None else int(e["parent"]), e["tokens"],
+                    record["block_size"], None, "GPU", None]
+        if e["kind"] == "BlockRemoved":
+            return ["BlockRemoved", [int(e["hash"])], "GPU"]
+        return ["AllBlocksCleared"]
+    for m, batch in zip(messages, record["batches"]):
+        ts, events, rank = msgpack.unpackb(m[2])
+        assert rank == 0 and abs(ts - time.time()) < 600
+        assert events == [expected(e) for e in batch]
+
+    # The record itself is the cache's life: removals only of stored copies, evictions happened and
+    # are the pool's eviction count, and what is left stored is what the pool still has cached.
+    live = {}
+    stored = removed = 0
+    for batch in record["batches"]:
+        for e in batch:
+            if e["kind"] == "BlockStored":
+                live[e["hash"]] = live.get(e["hash"], 0) + 1
+                stored += 1
+            else:
+                assert e["kind"] == "BlockRemoved" and live.get(e["hash"], 0) > 0, e
+                live[e["hash"]] -= 1
+                removed += 1
+    print(f"pool record: {len(record['batches'])} batches, {stored} stored, {removed} removed; all received")
+    # The script's own numbers (both prompts of a round are prefilled in one step, so one batch a
+    # round; 20 blocks hold about 3 rounds).
+    assert (len(record["batches"]), stored, removed) == (10, 26, 13)
+    assert removed == record["num_evictions"]
+    assert sum(live.values()) == record["num_cached_blocks"]
