@@ -184,5 +184,51 @@ TEST(HttpWire, DrainClosesIdleConnectionsRefusesWithRetryAfterAndFinishesInFligh
   EXPECT_EQ(f.engine().num_submitted(), 1);
 }
 
+// Issue 28: a client disconnect aborts its request within one engine step. Steps of 200 ms (far
+// longer than the server's 50 ms poll): after the hang-up the engine may finish the step it is in,
+// but the abort is queued before the next one, so at most one more token is generated for the
+// request, streaming or not. Raw sockets, so the hang-up comes right after the 3rd event (the
+// client helper reads in 8 KiB pieces). The fake engine counts every token; this request is alone.
+TEST(HttpWire, DisconnectAbortsWithinOneStep) {
+  constexpr auto kStep = std::chrono::milliseconds(200);
+  FakeEngineConfig ec;
+  ec.step_delay = kStep;
+  ServerFixture f({}, ec);
+  for (const bool stream : {true, false}) {
+    const int64_t aborted_before = f.engine().num_aborted();
+    const std::string body = json{{"prompt", "long"}, {"max_tokens", 100}, {"stream", stream}}.dump();
+    int64_t tokens_at_hang_up = 0;
+    Clock::time_point hung_up;
+    {
+      RawSocket s(f.port());
+      ASSERT_TRUE(s.send(fmt::format("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                     "Content-Length: {}\r\n\r\n{}", body.size(), body)));
+      if (stream) {
+        std::string got;
+        char buf[4096];
+        while (count(got, "data: ") < 3) {
+          const ssize_t n = ::recv(s.fd(), buf, sizeof(buf), 0);
+          ASSERT_GT(n, 0);
+          got.append(buf, static_cast<size_t>(n));
+        }
+      } else {
+        std::this_thread::sleep_for(3 * kStep + kStep / 2);  // gives up in the middle of the 4th step
+      }
+      tokens_at_hang_up = f.engine().metrics().generation_tokens;
+      hung_up = Clock::now();
+    }  // closed
+    ASSERT_TRUE(wait_until([&] { return f.engine().num_aborted() == aborted_before + 1; }));
+    const auto to_abort = Clock::now() - hung_up;
+    const int64_t tokens_after = f.engine().metrics().generation_tokens - tokens_at_hang_up;
+    EXPECT_GE(tokens_at_hang_up, 3) << stream;
+    EXPECT_LE(tokens_after, 1) << stream;
+    EXPECT_LT(to_abort, kStep + std::chrono::milliseconds(100)) << stream;
+    ASSERT_TRUE(wait_until([&] { return f.server().counters().num_requests_in_flight == 0; }));
+    EXPECT_EQ(f.engine().num_blocks_in_use(), 0);
+    EXPECT_EQ(f.engine().num_unfinished_requests(), 0);
+  }
+  EXPECT_EQ(f.server().counters().num_client_disconnects, 2);
+}
+
 }  // namespace
 }  // namespace tessera::testing
