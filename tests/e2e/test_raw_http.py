@@ -68,3 +68,53 @@ def test_garbage_and_half_requests_do_not_hurt(server):
                 pass
     status, body = http(server.base, "POST", "/v1/completions", {"model": SERVED_NAME, "prompt": "ok", "max_tokens": 2})
     assert status == 200 and body["usage"]["completion_tokens"] >= 1
+
+
+# Issue 30, finding 8: a number past a double's range, in any numeric field of every endpoint, is a
+# 400 naming the field (it was the JSON library's own message as a 500).
+OVERFLOW_CASES = [
+    ("/v1/completions", b'{"prompt": "x", "temperature": 1e400}', "temperature"),
+    ("/v1/completions", b'{"prompt": "x", "max_tokens": -1e400, "stream": true}', "max_tokens"),
+    ("/v1/completions", b'{"prompt": [1, 2, 3e400]}', "prompt[2]"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "top_p": 1e400}', "top_p"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "seed": 1e999, "stream": true}',
+     "seed"),
+    ("/tokenize", b'{"prompt": "x", "add_special_tokens": 1e400}', "add_special_tokens"),
+    ("/tokenize", b'{"messages": [{"role": "user", "content": "x"}], "temperature": 1e400}', "temperature"),
+    ("/detokenize", b'{"tokens": [1, 1e400]}', "tokens[1]"),
+    ("/apply-template", b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1e400}', "max_tokens"),
+]
+
+
+@pytest.mark.parametrize("path,body,param", OVERFLOW_CASES, ids=[f"{c[0]}:{c[2]}" for c in OVERFLOW_CASES])
+def test_number_overflow_is_400_naming_the_field(server, path, body, param):
+    status, got = http(server.base, "POST", path, body)
+    assert status == 400, got
+    assert got["error"] == {"message": f"'{param}' is out of range: the number does not fit a 64-bit float",
+                            "type": "invalid_request_error", "param": param, "code": None}
+
+
+# Issue 30, finding 9: min_tokens above max_tokens was a 500 leaking an internal request id (and,
+# streaming, a 200 followed by an error event). A 400 before anything is sent, stream or not; for a
+# chat without max_tokens the bound is the context room (1024 here less the prompt).
+MIN_TOKENS_CASES = [
+    ("/v1/completions", {"prompt": "x", "max_tokens": 4, "min_tokens": 5},
+     "'min_tokens' (5) must not exceed 'max_tokens' (4)"),
+    ("/v1/completions", {"prompt": "x", "min_tokens": 17}, "'min_tokens' (17) must not exceed 'max_tokens' (16, the default)"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 2, "min_tokens": 3},
+     "'min_tokens' (3) must not exceed 'max_tokens' (2)"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "min_tokens": 2000},  # 31 prompt tokens
+     "'min_tokens' (2000) must not exceed 'max_tokens' (993, the default)"),
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("path,body,message", MIN_TOKENS_CASES, ids=[str(i) for i in range(len(MIN_TOKENS_CASES))])
+def test_min_tokens_above_max_tokens_is_400(server, path, body, message, stream):
+    status, got = http(server.base, "POST", path, {**body, "model": SERVED_NAME, "stream": stream})
+    assert status == 400, got
+    assert got["error"] == {"message": message, "type": "invalid_request_error", "param": "min_tokens", "code": None}
+    # The same request within the bound is served.
+    fixed = {k: v for k, v in body.items() if k not in ("max_tokens", "max_completion_tokens")}
+    status, ok = http(server.base, "POST", path, {**fixed, "model": SERVED_NAME, "min_tokens": 2, "max_tokens": 2})
+    assert status == 200 and ok["usage"]["completion_tokens"] == 2, ok
