@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -136,7 +137,8 @@ json server_info(const MetricsSnapshot& m, const ModelInfo& info, const std::str
                  double uptime_seconds, int32_t requests_in_flight) {
   return json{{"server_type", "tessera"},
               {"version", TESSERA_VERSION},
-              {"model_path", info.path},
+              // The file's name, as /v1/models' root: an open route must not show the host's paths.
+              {"model_path", std::filesystem::path(info.path).filename().string()},
               {"served_model_name", served_model_name},
               {"architecture", info.architecture},
               {"max_model_len", info.context_length},

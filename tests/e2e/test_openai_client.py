@@ -1,11 +1,12 @@
 """`tessera serve` through the official openai client: completions and chat, streaming and not,
 n > 1, stop strings, seeds, usage, error types, and greedy equality with `tessera run`."""
 import json
+import os
 import subprocess
 
 import pytest
 
-from conftest import SERVED_NAME, http, model_path, tessera_bin
+from conftest import SERVED_NAME, http, metrics, model_path, tessera_bin
 
 PROMPT = "Once upon a time"
 
@@ -145,3 +146,96 @@ def test_api_key(start_server):
     assert status == 401 and body["error"]["type"] == "authentication_error"
     assert http(s.base, "GET", "/health")[0] == 200
     assert s.stop() == 0
+
+
+def requests_seen(server):
+    return metrics(server.base)["tessera:http_requests_total"]
+
+
+def test_unsupported_parameters_are_400_and_not_retried(server):
+    # Issue 30, finding 10: a 501 made the client retry (2 retries by default) and raise a server
+    # error. A known parameter this server cannot honor is the client's to change: 400
+    # invalid_request_error, code unsupported_parameter, naming it; sent once.
+    import openai
+    retrying = openai.OpenAI(base_url=server.base + "/v1", api_key="unused", timeout=60)  # default max_retries
+    assert retrying.max_retries == 2
+    cases = [
+        ("logit_bias", lambda: retrying.completions.create(model=SERVED_NAME, prompt=PROMPT, max_tokens=2,
+                                                           logit_bias={"5": 10})),
+        ("logit_bias", lambda: retrying.chat.completions.create(
+            model=SERVED_NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=2, logit_bias={"5": 10})),
+        ("best_of", lambda: retrying.completions.create(model=SERVED_NAME, prompt=PROMPT, max_tokens=2, best_of=3)),
+        ("suffix", lambda: retrying.completions.create(model=SERVED_NAME, prompt=PROMPT, max_tokens=2, suffix="end")),
+        ("echo", lambda: retrying.completions.create(model=SERVED_NAME, prompt=PROMPT, max_tokens=2, echo=True,
+                                                     logprobs=1)),
+    ]
+    for param, call in cases:
+        before = requests_seen(server)
+        with pytest.raises(openai.BadRequestError) as e:
+            call()
+        assert e.value.status_code == 400 and e.value.code == "unsupported_parameter", e.value
+        assert e.value.param == param and e.value.type == "invalid_request_error", e.value
+        assert f"'{param}'" in e.value.message and "not supported" in e.value.message
+        # One request for the call and one for this metrics read: no retry.
+        assert requests_seen(server) - before == 2, param
+
+
+# Every route the server has: (method, path, body). Issue 30, finding 13: the key covers all but /health.
+ROUTES = [
+    ("POST", "/v1/completions", {"model": SERVED_NAME, "prompt": "Hi", "max_tokens": 1}),
+    ("POST", "/v1/chat/completions", {"model": SERVED_NAME, "messages": [{"role": "user", "content": "Hi"}],
+                                      "max_tokens": 1}),
+    ("POST", "/tokenize", {"prompt": "Hi"}),
+    ("POST", "/detokenize", {"tokens": [28]}),
+    ("POST", "/apply-template", {"messages": [{"role": "user", "content": "Hi"}]}),
+    ("GET", "/v1/models", None),
+    ("GET", f"/v1/models/{SERVED_NAME}", None),
+    ("GET", "/metrics", None),
+    ("GET", "/v1/loads", None),
+    ("GET", "/loads", None),
+    ("GET", "/server_info", None),
+    ("GET", "/version", None),
+]
+
+
+def test_api_key_from_a_file_or_the_environment_covers_every_route_but_health(start_server, tmp_path, monkeypatch):
+    key = "e2e-file-secret-7f3a"
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    s = start_server("--api-key-file", str(key_file))
+    with open(f"/proc/{s.proc.pid}/cmdline", "rb") as f:
+        assert key.encode() not in f.read()  # not in the process list
+    good = {"Authorization": f"Bearer {key}"}
+    for method, path, body in ROUTES:
+        status, got = http(s.base, method, path, body)
+        assert status == 401 and got["error"]["type"] == "authentication_error", (path, got)
+        status, _ = http(s.base, method, path, body, headers={"Authorization": "Bearer wrong"})
+        assert status == 401, path
+        status, got = http(s.base, method, path, body, headers={**good, "Content-Type": "application/json"})
+        assert status == 200, (path, got)
+    assert http(s.base, "GET", "/health")[0] == 200
+    assert s.stop() == 0
+
+    # The environment, and --public-metrics for a scraper: /metrics open, everything else still closed.
+    monkeypatch.setenv("TESSERA_API_KEY", "e2e-env-secret")
+    s = start_server("--public-metrics")
+    with open(f"/proc/{s.proc.pid}/cmdline", "rb") as f:
+        assert b"e2e-env-secret" not in f.read()
+    status, text = http(s.base, "GET", "/metrics")
+    assert status == 200 and "tessera:http_requests_total" in text
+    for method, path, body in ROUTES:
+        if path != "/metrics":
+            assert http(s.base, method, path, body)[0] == 401, path
+    assert http(s.base, "POST", "/tokenize", {"prompt": "Hi"},
+                headers={"Authorization": "Bearer e2e-env-secret", "Content-Type": "application/json"})[0] == 200
+    assert s.stop() == 0
+
+
+def test_models_card_names_the_file_not_its_path(server):
+    # Issue 30, finding 13: /v1/models showed the model's absolute path (so did /server_info).
+    _, body = http(server.base, "GET", "/v1/models")
+    assert body["data"][0]["root"] == os.path.basename(model_path())
+    assert os.path.dirname(model_path()) not in json.dumps(body)
+    _, info = http(server.base, "GET", "/server_info")
+    assert info["model_path"] == os.path.basename(model_path())
+    assert os.path.dirname(model_path()) not in json.dumps(info)
