@@ -5,8 +5,11 @@ template, rendered by tessera's Jinja engine), with the official openai client, 
 - the streamed variant sends delta.tool_calls as the model generates them: the name (with id,
   type, arguments "") once complete, then the arguments in fragments, token by token, which
   concatenate to exactly the non-streamed call's arguments;
-- a follow-up carrying the tool result gets a plain answer;
-- tool_choice="none" never returns calls;
+- a follow-up carrying the tool result gets a plain answer that uses it (pinned);
+- tool_choice="none" never returns calls (the greedy text pinned, streamed and not);
+- a call cut by max_tokens is a 200 with the model's text as content, never a 500;
+- <think> output goes to reasoning_content (also streamed), and "separate_reasoning": false gives
+  the raw text;
 - tool_choice="required" and a named function (grammar-enforced) always return a parsed call to an
   allowed function, even for a prompt that asks for none.
 
@@ -47,6 +50,11 @@ GET_TIME = {
 # Greedy outputs of the Q4_K_M file, pinned.
 PARIS_ARGS = '{"city": "Paris"}'
 PARIS_FRAGMENTS = ['{"', 'city', '":', ' "', 'Paris', '"}']
+NONE_TEXT = ("As an AI language model, I don't have real-time weather data, so I don't have the ability to predict "
+             "the weather in Paris today. However,")
+WEATHER_RESULT = json.dumps({"temperature_c": 21, "sky": "sunny"})
+ANSWER_SYSTEM = {"role": "system",
+                 "content": "You are a weather assistant. When a tool result arrives, answer the user in one plain English sentence."}
 
 
 @pytest.fixture(scope="module")
@@ -108,27 +116,80 @@ def test_streamed_call_reassembles(qwen):
     assert "".join(fragments) == whole.function.arguments
 
 
-def test_follow_up_with_tool_result(qwen):
-    call = ask(qwen, QUESTION).choices[0].message.tool_calls[0]
-    messages = QUESTION + [
+def with_tool_result(call, messages=QUESTION):
+    return messages + [
         {"role": "assistant", "content": None,
          "tool_calls": [{"id": call.id, "type": "function",
                          "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
-        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature_c": 21, "sky": "sunny"})},
+        {"role": "tool", "tool_call_id": call.id, "content": WEATHER_RESULT},
     ]
-    r = ask(qwen, messages, max_tokens=48)
+
+
+# The 0.5B model, offered the tools again right after a tool result with no other instruction,
+# restates its call and the result as JSON text (content '{"name": "get_weather", ...}\n
+# {"temperature_c": 21, ...}', no tool_calls); an agent's usual system prompt with tool_choice
+# "none" for the final turn, or a user turn after the result, gets the sentence.
+@pytest.mark.parametrize("case,answer", [
+    ("system_prompt_then_none", "The temperature in Paris today is 21 degrees Celsius and the sky is sunny."),
+    ("user_turn_after_result", "The weather in Paris is sunny with a temperature of 21 degrees Celsius."),
+])
+def test_follow_up_with_tool_result(qwen, case, answer):
+    call = ask(qwen, QUESTION).choices[0].message.tool_calls[0]
+    if case == "system_prompt_then_none":
+        r = ask(qwen, with_tool_result(call, [ANSWER_SYSTEM] + QUESTION), tool_choice="none")
+    else:
+        follow = {"role": "user", "content": "So what is the weather in Paris? Answer in one sentence."}
+        r = ask(qwen, with_tool_result(call) + [follow])
     choice = r.choices[0]
-    assert not choice.message.tool_calls
-    assert choice.message.content and choice.message.content.strip()
+    assert not choice.message.tool_calls and choice.finish_reason == "stop"
+    assert choice.message.content == answer  # greedy, pinned: it uses the tool's 21 C and sunny sky
 
 
 def test_tool_choice_none_never_calls(qwen):
     r = ask(qwen, QUESTION, tool_choice="none", max_tokens=32)
     assert not r.choices[0].message.tool_calls
-    assert r.choices[0].finish_reason != "tool_calls"
-    for chunk in ask(qwen, QUESTION, tool_choice="none", max_tokens=32, stream=True):
+    assert r.choices[0].finish_reason == "length"
+    assert r.choices[0].message.content == NONE_TEXT
+    deltas, content, finish = streamed(qwen, QUESTION, tool_choice="none", max_tokens=32)
+    assert deltas == [] and content == NONE_TEXT and finish == "length"
+
+
+def test_call_cut_by_max_tokens_is_content(qwen):
+    # The model opens its call as bare JSON; 14 tokens cut it inside the arguments. Unterminated JSON
+    # is not a call: a 200 with the model's text as content and the engine's finish reason.
+    r = ask(qwen, QUESTION, max_tokens=14)
+    choice = r.choices[0]
+    assert not choice.message.tool_calls and choice.finish_reason == "length"
+    assert choice.message.content == '{"name": "get_weather", "arguments": {"city": "'
+    # Streamed, what was already sent stays sent (the name, then the settled argument bytes); the
+    # finish reason is "length", not "tool_calls", so a client knows the call is incomplete.
+    deltas, content, finish = streamed(qwen, QUESTION, max_tokens=14)
+    assert finish == "length" and content == ""
+    assert deltas[0].function.name == "get_weather"
+    assert [d.function.arguments for d in deltas[1:]] == ['{"', 'city', '":', ' "']
+
+
+THINK_PROMPT = [{"role": "user",
+                 "content": "Reply in this exact format: <think>your reasoning</think> then the answer. What is 2+2?"}]
+
+
+def test_think_output_goes_to_reasoning_content(qwen):
+    def chat(**kw):
+        return qwen.chat.completions.create(model="smol", messages=THINK_PROMPT, temperature=0, max_tokens=80, **kw)
+    raw = chat(extra_body={"separate_reasoning": False}).choices[0].message
+    assert raw.content == "<think>2+2 equals 4</think> then the answer is 4."
+    assert getattr(raw, "reasoning_content", None) is None
+    split = chat().choices[0].message
+    assert (split.reasoning_content, split.content) == ("2+2 equals 4", "then the answer is 4.")
+    reasoning, content = [], []
+    for chunk in chat(stream=True):
         if chunk.choices:
-            assert not chunk.choices[0].delta.tool_calls
+            d = chunk.choices[0].delta
+            reasoning += [d.reasoning_content] if getattr(d, "reasoning_content", None) else []
+            content += [d.content] if d.content else []
+    # Token by token; no delta carries a tag.
+    assert reasoning == ["2", "+", "2", " equals", " ", "4"]
+    assert content == ["then", " the", " answer", " is", " ", "4", "."]
 
 
 @pytest.mark.parametrize("messages", [QUESTION, GREETING], ids=["weather", "greeting"])
