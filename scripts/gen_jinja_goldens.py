@@ -95,6 +95,16 @@ CONVERSATIONS = {
         {"role": "tool", "tool_call_id": "call_1", "name": "get_weather",
          "content": "{\"temperature\": 22, \"sky\": \"clear\"}"},
     ]},
+    # Mistral's templates (Nemo, Small 3.2) require 9-character alphanumeric call ids and raise on
+    # "call_1": the same tool call and result with such an id, so they render one too.
+    "tool_call_nine_char_id": {"tools": [WEATHER_TOOL], "messages": [
+        {"role": "system", "content": "You can call tools."},
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [dict(CALL, id="a1B2c3D4e")]},
+        {"role": "tool", "tool_call_id": "a1B2c3D4e", "name": "get_weather", "content": "22 C, clear"},
+        {"role": "assistant", "content": "It is 22 C and clear in Paris."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]},
     "parallel_calls": {"tools": [WEATHER_TOOL, TIME_TOOL], "messages": [
         {"role": "system", "content": "Use tools when useful."},
         {"role": "user", "content": "Weather and time in Paris?"},
@@ -190,6 +200,7 @@ def main():
             }
             if "tools" in conv:
                 ctx["tools"] = conv["tools"]
+            ctx.update(src.get("kwargs", {}))  # what a template needs from chat_template_kwargs
             ctx.update(conv.get("kwargs", {}))
             case = {"template": name, "conversation": conv_name, "context": ctx}
             try:
