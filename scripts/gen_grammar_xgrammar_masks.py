@@ -13,82 +13,23 @@ fails loudly if the two readings ever differ.
 Offline only: `pip install xgrammar gguf` (plus numpy). XGrammar's masks go through DLPack into a
 numpy array; PyTorch is not needed (its PyPI wheel does not import without the CUDA packages:
 "libcufile.so.0: cannot open shared object file"), so stand-in modules are used for the
-`torch` and `transformers` imports that XGrammar makes at import time when they are missing.
+`torch` and `transformers` imports that XGrammar makes at import time when they are missing
+(scripts/xgrammar_offline.py, which also holds the grammars).
   python3 scripts/gen_grammar_xgrammar_masks.py [--models DIR]
 """
-import argparse, importlib.metadata, json, pathlib, random, sys, tempfile
+import argparse, importlib.metadata, json, pathlib, random, sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from xgrammar_offline import FRONT_END_GRAMMARS as GRAMMARS, import_xgrammar  # noqa: E402
 
-
-def stub_missing_modules():
-    stubs = pathlib.Path(tempfile.mkdtemp())
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        (stubs / "torch").mkdir()
-        (stubs / "torch" / "__init__.py").write_text(
-            "class _Any(type):\n"
-            "    def __getattr__(cls, n): return _Any(n, (), {})\n"
-            "    def __or__(cls, o): return cls\n"
-            "    def __ror__(cls, o): return cls\n"
-            "    def __call__(cls, *a, **k): return _Any('x', (), {})\n"
-            "Tensor = _Any('Tensor', (), {})\n"
-            "def __getattr__(name): return _Any(name, (), {})\n")
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        (stubs / "transformers").mkdir()
-        (stubs / "transformers" / "__init__.py").write_text(
-            "class PreTrainedTokenizerBase: pass\n"
-            "class PreTrainedTokenizerFast(PreTrainedTokenizerBase): pass\n"
-            "def __getattr__(name): return type(name, (), {})\n")
-    sys.path.insert(0, str(stubs))
-
-
-stub_missing_modules()
+xgr = import_xgrammar()
 import numpy as np  # noqa: E402
-import xgrammar as xgr  # noqa: E402
 from gguf import GGUFReader  # noqa: E402
 
 VOCABULARIES = [
     ("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ("qwen2.5", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
-]
-
-JSON_BASE = r'''json-string ::= "\"" json-char* "\""
-json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-json-int ::= "-"? ( "0" | [1-9] [0-9]* )
-json-number ::= json-int ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
-'''
-
-# Shapes of what tessera's front ends emit (JSON Schema objects with bounded strings, enums,
-# arrays and formats; any JSON; a regex; choices) plus a recursive raw grammar.
-GRAMMARS = [
-    ("schema_person", r'''root ::= "{" "\"name\"" ":" "\"" json-char{0,12} "\"" "," "\"age\"" ":" age ( "," "\"tags\"" ":" tags )? "}"
-age ::= "0" | [1-9] [0-9]{0,1} | "1" [01] [0-9] | "120"
-tags ::= "[" ( tag ( "," tag ){0,1} )? "]"
-tag ::= "\"a b\"" | "\"c\\\"d\""
-''' + JSON_BASE),
-    ("schema_order", r'''root ::= "{" ws "\"id\"" ws ":" ws uuid ws "," ws "\"items\"" ws ":" ws "[" ws item ( ws "," ws item ){0,2} ws "]" ws "," ws "\"note\"" ws ":" ws ( json-string | "null" ) ws "}"
-item ::= "{" ws "\"sku\"" ws ":" ws "\"" [A-Z]{3} "-" [0-9]{2,4} "\"" ws "," ws "\"qty\"" ws ":" ws [1-9] [0-9]? ws "," ws "\"price\"" ws ":" ws json-number ws "}"
-uuid ::= "\"" [0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12} "\""
-ws ::= [ \t\n]{0,2}
-''' + JSON_BASE),
-    ("json_any", r'''root ::= json-object
-json-value ::= json-object | json-array | json-string | json-number | "true" | "false" | "null"
-json-object ::= "{" ws ( json-string ws ":" ws json-value ( ws "," ws json-string ws ":" ws json-value )* )? ws "}"
-json-array ::= "[" ws ( json-value ( ws "," ws json-value )* )? ws "]"
-ws ::= [ \t\n]*
-''' + JSON_BASE),
-    ("regex_name", r'''root ::= [A-Z] [a-z]{2,5} ( " " [0-9]+ )? "."
-'''),
-    # Unambiguous on purpose: XGrammar's Earley parser slows down by the step on `( [^<]{1,8} )*`
-    # (seconds per Qwen mask after 40 tokens); tessera's state sets do not care.
-    ("tags", r'''root ::= "<" [a-z]+ ">" ( [^<] | root )* "</" [a-z]+ ">"
-'''),
-    ("choice", r'''root ::= "apple" | "apricot jam" | "banana split" | "{\"k\": 1}" | "日本語"
-'''),
 ]
 
 STEPS = 40
