@@ -120,6 +120,16 @@ class RegexParser {
     return out.empty() ? "\"\"" : out;
   }
 
+  // The leading number of "  12,..." or "12}", saturating (the grammar parser caps the bounds).
+  static uint64_t bound_value(std::string_view digits) {
+    uint64_t v = 0;
+    size_t i = digits.find_first_not_of(' ');
+    for (; i < digits.size() && isdigit(static_cast<unsigned char>(digits[i])); ++i) {
+      v = std::min<uint64_t>(v * 10 + static_cast<uint64_t>(digits[i] - '0'), uint64_t{1} << 40);
+    }
+    return v;
+  }
+
   std::string parse_quantifier(std::string atom) {
     while (!error_ && !at_end()) {
       const char q = peek();
@@ -135,6 +145,12 @@ class RegexParser {
           if (!isdigit(static_cast<unsigned char>(c)) && c != ',' && c != ' ') {
             return set_error("bad {m,n}"), atom;
           }
+        }
+        // Said here, at the regex's offset, rather than by the grammar parser at the grammar's.
+        const size_t comma = suffix.find(',');
+        if (comma != std::string::npos && suffix.find_first_of("0123456789", comma) != std::string::npos &&
+            bound_value(suffix.substr(comma + 1)) < bound_value(suffix.substr(1))) {
+          return set_error("{m,n} with n < m"), atom;
         }
         pos_ = close + 1;
       } else {

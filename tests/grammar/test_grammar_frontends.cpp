@@ -146,9 +146,11 @@ TEST(Regex, AcceptsTheLanguage) {
     ASSERT_TRUE(g.ok()) << c.regex << ": " << g.error().message;
     EXPECT_EQ(accepts(g.value(), c.input), c.accept) << c.regex << " / " << c.input;
   }
-  for (const char* bad : {"(?=a)", "a\\b", "(a)\\1", "(?i)a", "a$b", "*a", "[a", "(a"}) {
+  for (const char* bad : {"(?=a)", "a\\b", "(a)\\1", "(?i)a", "a$b", "*a", "[a", "(a", "a{3,1}"}) {
     EXPECT_FALSE(regex_to_grammar(bad).ok()) << bad;
   }
+  EXPECT_EQ(regex_to_grammar("ab{3,1}").error().message, "regex: {m,n} with n < m at offset 2");
+  EXPECT_TRUE(regex_to_grammar("a{3,3}b{2,}c{0,1}").ok());
 }
 
 TEST(Choice, ExactlyOneOfTheStrings) {
