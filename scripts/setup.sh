@@ -57,11 +57,14 @@ if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
   "$PYTHON" -m pip install -q jinja2 gguf 2>&1 | grep -v -i "warning" || true
 fi
 
-# The server's end-to-end tests talk to `tessera serve` with the official OpenAI client, and read
-# its KV-cache events with pyzmq + msgpack (tests/e2e/test_kv_events.py).
-if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack" 2>/dev/null; then
-  echo "setup: installing the openai client, pytest, pyzmq and msgpack (end-to-end tests)"
-  "$PYTHON" -m pip install -q openai pytest jsonschema pyzmq msgpack 2>&1 | grep -v -i "warning" || true
+# The server's end-to-end tests talk to `tessera serve` with the official OpenAI client, read its
+# KV-cache events with pyzmq + msgpack (tests/e2e/test_kv_events.py), and validate structured
+# outputs with jsonschema, whose format checkers for uri, hostname and date-time need
+# rfc3986-validator, fqdn and rfc3339-validator (without them those formats pass unchecked).
+if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack, rfc3986_validator, fqdn, rfc3339_validator" 2>/dev/null; then
+  echo "setup: installing the openai client, pytest, jsonschema's format checkers, pyzmq and msgpack (end-to-end tests)"
+  "$PYTHON" -m pip install -q openai pytest jsonschema rfc3986-validator fqdn rfc3339-validator pyzmq msgpack 2>&1 \
+    | grep -v -i "warning" || true
 fi
 
 # The gateway tests (tests/e2e/test_cluster.py) and scripts/cluster.sh run SMG, the SGLang model

@@ -162,6 +162,29 @@ def client(server):
     return openai.OpenAI(base_url=server.base + "/v1", api_key="unused", max_retries=0, timeout=300)
 
 
+# The second model the e2e tests use (tools, its own chat template, structured outputs): installed by
+# scripts/fetch_models.sh; the tests that need it skip when it is absent.
+QWEN_MODEL = os.path.join(SOURCE_DIR, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+
+
+@pytest.fixture(scope="session")
+def qwen_server():
+    require_environment()
+    if not os.path.exists(QWEN_MODEL):
+        pytest.skip(f"{QWEN_MODEL} is missing (scripts/fetch_models.sh)")
+    s = Server(model=QWEN_MODEL)
+    yield s
+    code = s.stop()
+    assert s.sanitizer_report() is None, f"tessera serve (exit {code}):\n{s.sanitizer_report()}"
+    assert code == 0, f"tessera serve exited with {code} after SIGTERM: {s.read_log()}"
+
+
+@pytest.fixture(scope="session")
+def qwen_client(qwen_server):
+    import openai
+    return openai.OpenAI(base_url=qwen_server.base + "/v1", api_key="unused", max_retries=0, timeout=600)
+
+
 @pytest.fixture
 def start_server():
     """Starts extra servers (auth, shutdown tests); stops whatever is left at the end."""

@@ -15,10 +15,9 @@ import sys
 
 import pytest
 
-from conftest import SOURCE_DIR, Server, http, require_environment
+from conftest import SOURCE_DIR, http
 
 GOLDENS = os.path.join(SOURCE_DIR, "tests", "data", "jinja", "goldens.json")
-QWEN = os.path.join(SOURCE_DIR, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 # /tokenize's `messages` are role + content only; these conversations have nothing else.
 PLAIN = {"system_user", "user_only", "multi_turn", "unicode_spaces", "reasoning_history"}
 
@@ -52,20 +51,6 @@ def live_jinja2(template, context):
         sys.path.pop(0)
     with open(os.path.join(SOURCE_DIR, "tests", "data", "jinja", "templates", template + ".jinja")) as f:
         return gen.environment().from_string(f.read()).render(**context)
-
-
-@pytest.fixture(scope="module")
-def qwen_server():
-    require_environment()
-    if not os.path.exists(QWEN):
-        pytest.skip(f"{QWEN} is missing (scripts/fetch_models.sh)")
-    os.environ["TESSERA_MODEL"] = QWEN
-    try:
-        s = Server()
-    finally:
-        del os.environ["TESSERA_MODEL"]
-    yield s
-    s.stop()
 
 
 def check_template(base, case):

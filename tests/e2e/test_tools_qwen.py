@@ -13,17 +13,13 @@ template, rendered by tessera's Jinja engine), with the official openai client, 
 - tool_choice="required" and a named function (grammar-enforced) always return a parsed call to an
   allowed function, even for a prompt that asks for none.
 
-Skips when the model file is absent (scripts/fetch_models.sh installs it). One server for the
-module, short max_tokens: bounded time on a small CPU.
+Skips when the model file is absent (scripts/fetch_models.sh installs it). One Qwen server for the
+session (conftest.qwen_server), short max_tokens: bounded time on a small CPU.
 """
 import json
-import os
 
 import pytest
 
-from conftest import SOURCE_DIR, Server, require_environment
-
-MODEL = os.path.join(SOURCE_DIR, "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 
 TOOLS = [{
     "type": "function",
@@ -57,19 +53,9 @@ ANSWER_SYSTEM = {"role": "system",
                  "content": "You are a weather assistant. When a tool result arrives, answer the user in one plain English sentence."}
 
 
-@pytest.fixture(scope="module")
-def qwen():
-    require_environment()
-    if not os.path.exists(MODEL):
-        pytest.skip(f"{MODEL} is missing (scripts/fetch_models.sh)")
-    os.environ["TESSERA_MODEL"] = MODEL
-    try:
-        s = Server()
-    finally:
-        del os.environ["TESSERA_MODEL"]
-    import openai
-    yield openai.OpenAI(base_url=s.base + "/v1", api_key="unused", max_retries=0, timeout=300)
-    s.stop()
+@pytest.fixture
+def qwen(qwen_client):
+    return qwen_client
 
 
 def ask(client, messages, **kw):
