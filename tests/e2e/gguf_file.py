@@ -31,7 +31,9 @@ class GgufFile:
             dims = [self._u64() for _ in range(self._u32())]
             ttype = self._u32()
             infos.append((name, dims, ttype, self._u64()))
+        self.infos_end, self.alignment = self.pos, alignment
         data_start = (self.pos + alignment - 1) // alignment * alignment
+        self.data_start = data_start
         self.tensors = {name: (dims, ttype, data_start + off) for name, dims, ttype, off in infos}
 
     def _u32(self):
@@ -83,3 +85,18 @@ def with_uint_value(src_path, dst_path, key, value):
     vtype, offset, _ = GgufFile(data).kv[key]
     struct.pack_into(SCALAR[vtype], data, offset, value)
     open(dst_path, "wb").write(data)
+
+
+def with_string_value(src_path, dst_path, key, value):
+    """Copies a model with the string metadata `key` set to `value` (any length: the metadata after
+    it moves, the tensor data is re-aligned; tensor offsets are relative to the data, unchanged)."""
+    data = open(src_path, "rb").read()
+    g = GgufFile(data)
+    vtype, offset, _ = g.kv[key]
+    if vtype != STRING:
+        raise ValueError(f"{key} is not a string")
+    (old_len,) = struct.unpack_from("<Q", data, offset)
+    encoded = value.encode("utf-8")
+    head = data[:offset] + struct.pack("<Q", len(encoded)) + encoded + data[offset + 8 + old_len:g.infos_end]
+    with open(dst_path, "wb") as f:
+        f.write(head + b"\0" * (-len(head) % g.alignment) + data[g.data_start:])
