@@ -80,10 +80,11 @@ std::string render_kv_plan_table(const KvPlan& plan) {
                      plan.bytes_per_sequence_kept, human_bytes(static_cast<double>(plan.bytes_per_sequence_kept)),
                      in.context);
   if (s.num_local_layers > 0) {
-    out += fmt::format("                 {} ({}) with windows freed (local layers keep {} of {} blocks): {:.2f}x less\n",
+    out += fmt::format("                 {} ({}) with windows freed (local layers keep {} of {} blocks; {} KV-cache "
+                       "groups of {} layers): {:.2f}x less\n",
                        plan.bytes_per_sequence_freed, human_bytes(static_cast<double>(plan.bytes_per_sequence_freed)),
-                       plan.local_blocks_per_request, plan.blocks_per_request,
-                       static_cast<double>(plan.bytes_per_sequence_kept) / plan.bytes_per_sequence_freed);
+                       plan.local_blocks_per_request, plan.blocks_per_request, plan.num_kv_cache_groups,
+                       plan.layers_per_block, static_cast<double>(plan.bytes_per_sequence_kept) / plan.bytes_per_sequence_freed);
   }
   if (!plan.has_budget) return out + "(no --memory: no budget, blocks or concurrency)\n";
   out += fmt::format("memory           {} - weights {} = KV budget {}\n",
@@ -140,6 +141,8 @@ std::string render_kv_plan_json(const KvPlan& plan) {
       {"bytes_per_sequence_kept", plan.bytes_per_sequence_kept},
       {"bytes_per_sequence_freed", plan.bytes_per_sequence_freed},
       {"concurrency_windows_freed", plan.concurrency_windows_freed},
+      {"num_kv_cache_groups", plan.num_kv_cache_groups},
+      {"layers_per_block", plan.layers_per_block},
       {"has_budget", plan.has_budget},
   };
   return j.dump() + "\n";

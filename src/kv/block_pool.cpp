@@ -50,6 +50,7 @@ std::vector<int32_t> BlockPool::get_new_blocks(int32_t n) {
     KvBlock& block = blocks_[static_cast<size_t>(free_queue_.pop_front())];
     TESSERA_CHECK(block.ref_cnt == 0, "free block {} has ref_cnt {}", block.id, block.ref_cnt);
     if (block.has_hash) {
+      --num_cached_free_;
       events_.append({.kind = BlockEventKind::kRemoved, .block_id = block.id, .hash = block.hash,
                       .has_parent = false, .parent_hash = 0, .token_ids = {}});
       drop_hash(block);
@@ -65,7 +66,10 @@ void BlockPool::touch(std::span<const int32_t> block_ids) {
   for (int32_t id : block_ids) {
     TESSERA_CHECK(id != kNullBlockId, "touch of the null block");
     KvBlock& block = blocks_.at(static_cast<size_t>(id));
-    if (block.ref_cnt == 0) free_queue_.remove(id);
+    if (block.ref_cnt == 0) {
+      free_queue_.remove(id);
+      if (block.has_hash) --num_cached_free_;
+    }
     ++block.ref_cnt;
   }
 }
@@ -75,7 +79,10 @@ void BlockPool::free_blocks(std::span<const int32_t> block_ids) {
     TESSERA_CHECK(id != kNullBlockId, "free of the null block");
     KvBlock& block = blocks_.at(static_cast<size_t>(id));
     TESSERA_CHECK(block.ref_cnt > 0, "double free of block {}", id);
-    if (--block.ref_cnt == 0) free_queue_.push_back(id);
+    if (--block.ref_cnt == 0) {
+      free_queue_.push_back(id);
+      if (block.has_hash) ++num_cached_free_;
+    }
   }
 }
 
@@ -147,6 +154,7 @@ bool BlockPool::reset_prefix_cache() {
   for (KvBlock& block : blocks_) {
     if (block.has_hash) drop_hash(block);
   }
+  num_cached_free_ = 0;  // every block was free
   // One record for the whole reset (vLLM's AllBlocksCleared), not one kRemoved per block.
   events_.append({.kind = BlockEventKind::kAllCleared, .block_id = 0, .hash = 0, .has_parent = false,
                   .parent_hash = 0, .token_ids = {}});
@@ -196,6 +204,11 @@ BlockPoolCounts BlockPool::check_integrity() const {
   TESSERA_CHECK(1 + counts.num_free + counts.num_cached + counts.num_used == num_blocks(),
                 "1 + {} + {} + {} != {}", counts.num_free, counts.num_cached, counts.num_used,
                 num_blocks());
+  const BlockPoolCounts kept = this->counts();
+  TESSERA_CHECK(kept.num_free == counts.num_free && kept.num_cached == counts.num_cached &&
+                    kept.num_used == counts.num_used,
+                "kept counts free {} cached {} used {}, recounted {} {} {}", kept.num_free, kept.num_cached,
+                kept.num_used, counts.num_free, counts.num_cached, counts.num_used);
   return counts;
 }
 

@@ -82,7 +82,13 @@ class BlockPool {
   // Drops every hash. Refused (false) while any block is in use, as stale hits would be unsafe.
   bool reset_prefix_cache();
 
-  // Aborts with a message on any broken invariant; returns the state counts.
+  // The state counts in O(1), kept as blocks move (stats every engine step read them).
+  BlockPoolCounts counts() const {
+    const int32_t num_queued = free_queue_.size();
+    return {num_queued - num_cached_free_, num_cached_free_, num_blocks() - 1 - num_queued};
+  }
+  // Aborts with a message on any broken invariant (O(num_blocks): tests, debug builds); returns
+  // the state counts, recounted, which must equal counts().
   BlockPoolCounts check_integrity() const;
 
   int64_t num_evictions() const { return num_evictions_; }
@@ -101,6 +107,7 @@ class BlockPool {
   FreeBlockQueue free_queue_;                   // blocks with ref_cnt == 0, eviction order
   std::vector<int32_t> cached_tokens_;          // [num_blocks * block_size] token ids of cached blocks
   std::unordered_map<BlockHash, std::vector<int32_t>> cached_block_ids_;  // hash -> block ids
+  int32_t num_cached_free_ = 0;                 // blocks in the free queue that still have a hash
   int64_t num_evictions_ = 0;                   // cached blocks whose hash was dropped for reuse
   mutable int64_t num_hash_collisions_ = 0;     // hash matches rejected by verification
   BlockEventLog events_;                        // stored / removed / cleared, when enabled

@@ -302,7 +302,7 @@ int32_t KvCacheManager::num_blocks_held(int64_t seq_id) const {
 
 KvCacheStats KvCacheManager::stats() const {
   KvCacheStats s;
-  const BlockPoolCounts counts = pool_.check_integrity();
+  const BlockPoolCounts counts = pool_.counts();  // O(1): the engine reads stats every step
   s.num_blocks_total = num_usable_blocks();
   s.num_blocks_free = counts.num_free;
   s.num_blocks_cached = counts.num_cached;
@@ -315,6 +315,10 @@ KvCacheStats KvCacheManager::stats() const {
   s.num_hash_collisions = pool_.num_hash_collisions();
   s.num_window_releases = num_window_releases_;
   s.group_blocks_used.assign(static_cast<size_t>(num_groups()), 0);
+  if (num_groups() == 1) {  // one group holds every used block
+    s.group_blocks_used[0] = counts.num_used;
+    return s;
+  }
   std::vector<char> seen(static_cast<size_t>(pool_.num_blocks()), 0);
   for (const auto& [id, state] : tables_) {
     for (size_t g = 0; g < state.groups.size(); ++g) {

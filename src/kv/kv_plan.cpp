@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kv/kv_cache_layout.h"
+
 namespace tessera::kv {
 
 Result<KvPlan> compute_kv_plan(const KvPlanInput& input) {
@@ -45,8 +47,17 @@ Result<KvPlan> compute_kv_plan(const KvPlanInput& input) {
           ? plan.blocks_per_request
           : std::min<int64_t>(plan.blocks_per_request, (shape.sliding_window - 1 + in.block_size - 1) / in.block_size + 1);
   plan.bytes_per_sequence_kept = plan.bytes_per_block * plan.blocks_per_request;
-  plan.bytes_per_sequence_freed = in.block_size * (plan.bytes_per_token_global * plan.blocks_per_request +
-                                                   plan.bytes_per_token_local * plan.local_blocks_per_request);
+  // Freed: the engine's layout (kv_cache_layout.h): groups of layers_per_block layers, a block of a
+  // group holding that many layers' K/V (a type's short last group leaves slots unused).
+  std::vector<int32_t> layer_windows(static_cast<size_t>(shape.num_layers), 0);
+  std::fill_n(layer_windows.begin(), shape.num_local_layers, shape.sliding_window);
+  const KvCacheLayout layout = plan_kv_cache_layout(layer_windows);
+  plan.num_kv_cache_groups = layout.num_groups();
+  plan.layers_per_block = layout.num_slots;
+  int64_t blocks_freed = 0;
+  for (int32_t w : layout.group_windows) blocks_freed += w == 0 ? plan.blocks_per_request : plan.local_blocks_per_request;
+  const int64_t layer_block_bytes = plan.bytes_per_block / shape.num_layers;  // one layer's K/V of a block
+  plan.bytes_per_sequence_freed = layer_block_bytes * layout.num_slots * blocks_freed;
   plan.has_budget = in.memory_bytes > 0;
   if (!plan.has_budget) return plan;  // bytes per token and per sequence only
   plan.kv_budget_bytes = in.memory_bytes - in.weight_bytes;

@@ -66,7 +66,10 @@ struct KvPlan {
   int64_t local_blocks_per_request = 0;  // blocks a local layer holds with windows freed:
                                          // min(blocks_per_request, ceil((window - 1) / bs) + 1)
   int64_t bytes_per_sequence_kept = 0;   // every layer keeps every block: bytes_per_block x blocks
-  int64_t bytes_per_sequence_freed = 0;  // local layers keep only their window's blocks
+  int64_t bytes_per_sequence_freed = 0;  // local layers keep only their window's blocks, in the
+                                         // engine's layout (kv_cache_layout.h):
+  int32_t num_kv_cache_groups = 1;       // block tables per sequence with windows freed
+  int32_t layers_per_block = 0;          // layers whose K/V one block of a group holds
   int64_t concurrency_windows_freed = 0;  // kv_budget / bytes_per_sequence_freed
   bool has_budget = false;             // --memory given: the budget rows are meaningful
 };

@@ -145,6 +145,8 @@ TEST(KvPlan, SlidingWindowLayersCountedPerLayerType) {
   EXPECT_EQ(p.local_blocks_per_request, 33);
   EXPECT_EQ(p.bytes_per_sequence_kept, 150994944);
   EXPECT_EQ(p.bytes_per_sequence_freed, 16 * (3072 * 512 + 15360 * 33));  // 33275904: 4.54x less
+  EXPECT_EQ(p.num_kv_cache_groups, 6);  // the engine's layout: 1 full + 5 sliding groups of 3 layers
+  EXPECT_EQ(p.layers_per_block, 3);
   const std::string table = render_kv_plan_table(p);
   EXPECT_NE(table.find("with windows freed"), std::string::npos) << table;
   EXPECT_NE(table.find("no --memory"), std::string::npos) << table;
@@ -155,6 +157,14 @@ TEST(KvPlan, SlidingWindowLayersCountedPerLayerType) {
   EXPECT_EQ(q.max_concurrency, 7);               // 3640 blocks / 512
   EXPECT_EQ(q.concurrency_windows_freed, 32);    // 1 GiB / 33275904 bytes
   EXPECT_GE(q.concurrency_windows_freed, 4 * q.max_concurrency);
+  // Gemma-3-1B's shape (26 layers, 22 local): groups of 4 layers, the sixth local group holds 2 and
+  // its blocks carry 2 unused layer slots, which the engine allocates: 1 x 512 + 6 x 33 blocks of 4
+  // layers (16 tokens x 1 KV head x 256 x f16 x K and V = 16 KiB a layer).
+  const KvPlan g1 = plan_for({"--layers", "26", "--kv-heads", "1", "--head-dim", "256", "--local-layers", "22",
+                              "--window", "512", "--context", "8192"});
+  EXPECT_EQ(g1.num_kv_cache_groups, 7);
+  EXPECT_EQ(g1.layers_per_block, 4);
+  EXPECT_EQ(g1.bytes_per_sequence_freed, int64_t{16384} * 4 * (512 + 6 * 33));
   // A window on every layer but no window size (or the reverse) is an input error.
   bool json = false;
   auto bad = parse_kv_plan_args({"--layers", "4", "--kv-heads", "1", "--head-dim", "64", "--local-layers", "2",
