@@ -37,6 +37,11 @@ struct EngineConfig {
   int32_t block_size = defaults::kBlockSize;  // token slots per KV block
   std::string kv_dtype = "f16";           // "f16" | "f32" | "q8" (int8, one scale per token and head)
   bool enable_prefix_caching = true;
+  // Sliding-window layers (Gemma 3's local layers) get KV-cache groups of their own whose blocks go
+  // back to the pool once every query has passed them (vLLM's hybrid KV-cache manager). false:
+  // one block table for all layers, every block kept for the sequence's life (vLLM's
+  // --disable-hybrid-kv-cache-manager), for comparison; the outputs are the same either way.
+  bool hybrid_kv_cache = true;
   // Batching: the throughput-versus-latency knob. More sequences per step amortize the weight read
   // (more tokens/s overall) and lengthen each step (higher time per output token for everyone).
   int32_t max_num_seqs = defaults::kMaxNumSeqs;  // sequences in one step at most
@@ -79,7 +84,11 @@ struct ModelInfo {
   int64_t kv_cache_bytes = 0;
   int32_t num_kv_blocks = 0;
   int32_t block_size = 0;
-  double max_concurrency = 0.0;           // full-context requests the cache holds at once
+  double max_concurrency = 0.0;           // full-context requests the cache holds at once (decoding)
+  // KV-cache groups, one block table each per sequence: the sliding window of each in tokens
+  // (0 = full attention); one entry unless sliding-window layers have groups of their own.
+  std::vector<int32_t> kv_cache_group_windows;
+  int32_t kv_layers_per_block = 0;        // layers whose K/V one block holds
   std::string kv_dtype;                   // "f16" | "f32" | "q8"
   bool enable_prefix_caching = false;
   // Scheduling in force.

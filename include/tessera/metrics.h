@@ -26,6 +26,8 @@ struct MetricsSnapshot {
   int32_t num_kv_blocks_free = 0;
   int32_t num_kv_blocks_cached = 0;
   int32_t num_kv_blocks_used = 0;        // held by at least one request
+  int32_t peak_num_kv_blocks_used = 0;   // the most blocks held at once since start
+  int32_t peak_num_requests_running = 0;  // the most sequences running at once since start
   int64_t num_waiting_uncached_tokens = 0;  // tokens of waiting requests not yet computed (prefix
                                             // matches are found at admission, so not subtracted)
   // Counters.
@@ -39,6 +41,7 @@ struct MetricsSnapshot {
   int64_t num_requests_nonfinite = 0;    // failed: the model's logits held NaN/Inf
   int64_t num_kv_evictions = 0;
   int64_t num_cow_copies = 0;
+  int64_t num_kv_window_releases = 0;    // blocks sliding-window groups gave back behind the window
   int64_t num_steps = 0;
   int64_t lane_steps_used = 0;           // sum over steps of sequences in the batch
   int64_t lane_steps_total = 0;          // sum over steps of max_num_seqs (batch occupancy = used/total)

@@ -15,6 +15,9 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text
                  "bytes of f16, slightly different numerics)");
   app.add_flag("--no-prefix-caching{false},--prefix-caching{true}", c.enable_prefix_caching,
                "automatic prefix caching (on by default)");
+  app.add_flag("--disable-hybrid-kv-cache-manager{false}", c.hybrid_kv_cache,
+               "keep every layer's KV blocks for the whole sequence (by default a sliding-window layer's "
+               "blocks behind its window go back to the pool: Gemma 3 fits ~4.5x the sequences at 8k)");
   app.add_option("--max-num-seqs", c.max_num_seqs,
                  "sequences per step at most: larger = more tokens/s overall, slower per user");
   app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per step at most (the token budget; default 512, or --max-model-len with --no-chunked-prefill)");

@@ -33,12 +33,16 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
                                              : std::min(model.context_length, defaults::kMaxModelLen);
   d.kv_dtype = *parse_kv_dtype(config.kv_dtype);
   d.bytes_per_token = static_cast<int64_t>(KvStorage::bytes_per_token(model, d.kv_dtype));
+  std::vector<int32_t> layer_windows(static_cast<size_t>(model.num_layers));
+  for (int32_t l = 0; l < model.num_layers; ++l) layer_windows[static_cast<size_t>(l)] = model.window_of(l);
+  d.kv_layout = kv::plan_kv_cache_layout(layer_windows, config.hybrid_kv_cache);
   int64_t budget = config.kv_cache_bytes;
   if (budget <= 0) {
     budget = std::min<int64_t>(static_cast<int64_t>(config.kv_cache_memory_fraction * available_memory_bytes),
                                kDefaultKvCapBytes);
   }
-  d.block_bytes = d.bytes_per_token * config.block_size;
+  d.block_bytes = static_cast<int64_t>(KvStorage::bytes_per_token_per_layer(model, d.kv_dtype)) *
+                  d.kv_layout.num_slots * config.block_size;
   const int64_t num_usable_blocks = budget / d.block_bytes;
   if (num_usable_blocks < 1) {
     return make_error(ErrorCode::kInvalidArgument, "KV budget of {} bytes holds no block of {} bytes", budget,
@@ -60,6 +64,7 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
   sc.enable_chunked_prefill = config.enable_chunked_prefill;
   sc.block_size = config.block_size;
   sc.num_blocks = d.num_blocks;
+  sc.kv_group_windows = d.kv_layout.group_windows;
   sc.enable_prefix_caching = config.enable_prefix_caching;
   sc.record_block_events = static_cast<bool>(config.on_kv_events);
   sc.policy = config.policy == "static" ? sched::SchedulerPolicy::kStatic : sched::SchedulerPolicy::kContinuous;

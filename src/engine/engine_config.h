@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kv/kv_cache_layout.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
 #include "spec/spec_decoder.h"
@@ -18,7 +19,10 @@ struct EngineConfigs {
                                       // model's capped at defaults::kMaxModelLen
   KvDType kv_dtype = KvDType::kF16;   // parse_kv_dtype(EngineConfig::kv_dtype)
   int64_t bytes_per_token = 0;        // KV bytes of one token, K and V of every layer
-  int64_t block_bytes = 0;            // bytes_per_token x block_size
+  // The model's layers in KV-cache groups (sliding-window layers apart unless
+  // EngineConfig::hybrid_kv_cache is off); a block holds kv_layout.num_slots layers.
+  kv::KvCacheLayout kv_layout;
+  int64_t block_bytes = 0;            // one block: block_size tokens x num_slots layers' K and V
   int32_t num_blocks = 0;             // KV blocks, the null block included (usable: num_blocks - 1)
   int32_t num_threads = 0;            // compute threads in force
   sched::SchedulerConfig scheduler;

@@ -79,7 +79,8 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
                       "prompt, {} to generate)",
                       info_.context_length, num_prompt + p.max_tokens, num_prompt, p.max_tokens);
   }
-  const int64_t blocks_needed = sched::max_kv_blocks_of_request(num_prompt, p.max_tokens, info_.block_size);
+  // The scheduler's own rule (its config is fixed at create: safe to read from this thread).
+  const int64_t blocks_needed = sched::max_kv_blocks_of_request(num_prompt, p.max_tokens, scheduler_->kv_block_rule());
   if (blocks_needed > info_.num_kv_blocks) {
     return make_error(ErrorCode::kOutOfRange,
                       "the request needs {} KV blocks ({} tokens to cache) but the whole cache has {}; raise "

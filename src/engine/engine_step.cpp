@@ -256,12 +256,15 @@ void EngineImpl::publish_metrics() {
   m.num_kv_blocks_free = st.kv.num_blocks_free;
   m.num_kv_blocks_cached = st.kv.num_blocks_cached;
   m.num_kv_blocks_used = st.kv.num_blocks_used;
+  m.peak_num_kv_blocks_used = std::max(m.peak_num_kv_blocks_used, st.kv.num_blocks_used);
+  m.peak_num_requests_running = std::max(m.peak_num_requests_running, st.num_running);
   m.num_waiting_uncached_tokens = st.num_waiting_uncached_tokens;
   m.prefix_cache_queries = st.kv.prefix_query_tokens;
   m.prefix_cache_hits = st.kv.prefix_hit_tokens;
   m.num_preemptions = st.num_preemptions;
   m.num_kv_evictions = st.kv.num_evictions;
   m.num_cow_copies = st.kv.num_cow_copies;
+  m.num_kv_window_releases = st.kv.num_window_releases;
   std::lock_guard<std::mutex> lock(mutex_);
   published_metrics_ = m;
 }

@@ -189,6 +189,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
   TESSERA_CHECK(num_tokens > 0 && num_tokens <= ws.max_tokens(), "batch of {} tokens (workspace {})",
                 num_tokens, ws.max_tokens());
   TESSERA_CHECK(batch.positions.size() == batch.tokens.size(), "positions/tokens size mismatch");
+  TESSERA_CHECK(static_cast<int32_t>(std::max<size_t>(1, batch.group_attn.size())) == kv.num_groups(),
+                "batch addresses {} KV-cache groups, the cache has {}", batch.group_attn.size(), kv.num_groups());
   const int64_t dim = c.dim;
   float* x = ws.x.data();
   float* h = ws.h.data();
@@ -270,13 +272,14 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       });
     }
     const kernels::KvLayer& kv_layer = kv.layer(l);
+    const kernels::AttnMetadata& md = batch.attn_of_group(kv.group_of(l));  // the layer's block tables
     TESSERA_CHECK(kv_layer.window == c.window_of(l), "layer {}: KV window {} != the model's {}", l, kv_layer.window,
                   c.window_of(l));
     const float* rope_cs = c.is_local(l) ? ws.rope_cs_local.data() : ws.rope_cs.data();
     if (decode_step) {  // rope and the K/V writes inside the attention's units (same bits)
       OpScope scope(Op::kAttention);
       const kernels::DecodeTokens fresh{ws.k.data(), ws.v.data(), rope_cs, c.rope.layout};
-      kernels::paged_attention_decode(kv_layer, batch.attn, ws.q.data(), fresh, c.num_heads, attn_scale,
+      kernels::paged_attention_decode(kv_layer, md, ws.q.data(), fresh, c.num_heads, attn_scale,
                                       ws.attn.data(), pool, ws.attn_ws);
     } else {
       {
@@ -290,12 +293,12 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       {
         OpScope scope(Op::kWriteKv);
         over_rows([&](int64_t t0, int64_t t1) {
-          kernels::write_kv(kv_layer, batch.attn, ws.k.data(), ws.v.data(), static_cast<int32_t>(t0),
+          kernels::write_kv(kv_layer, md, ws.k.data(), ws.v.data(), static_cast<int32_t>(t0),
                             static_cast<int32_t>(t1));
         });
       }
       OpScope scope(Op::kAttention);
-      kernels::paged_attention(kv_layer, batch.attn, ws.q.data(), c.num_heads, attn_scale, ws.attn.data(), pool,
+      kernels::paged_attention(kv_layer, md, ws.q.data(), c.num_heads, attn_scale, ws.attn.data(), pool,
                                ws.attn_ws);
     }
     {

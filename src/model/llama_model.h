@@ -44,8 +44,15 @@ struct LayerWeights {
 struct ForwardBatch {
   std::span<const int32_t> tokens;          // [num_tokens]
   std::span<const int32_t> positions;       // [num_tokens]
-  kernels::AttnMetadata attn;               // CSR over the sequences; slot_mapping per token
+  kernels::AttnMetadata attn;               // CSR over the sequences; slot_mapping per token (group 0)
+  // [num_groups] the same rows addressed through each KV-cache group's block tables and slots
+  // (kv/kv_cache_layout.h); empty = every layer reads `attn`. KvStorage::group_of(layer) picks one.
+  std::span<const kernels::AttnMetadata> group_attn;
   std::span<const int32_t> logits_rows;     // rows (token indices) whose logits are wanted, ascending
+
+  const kernels::AttnMetadata& attn_of_group(int32_t group) const {
+    return group_attn.empty() ? attn : group_attn[static_cast<size_t>(group)];
+  }
 };
 
 // Preallocated activations for up to max_tokens tokens per step: no allocation in a step.

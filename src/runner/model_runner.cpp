@@ -19,7 +19,7 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
   const auto max_tokens = static_cast<size_t>(config.max_num_batched_tokens);
   const auto max_seqs = static_cast<size_t>(config.max_num_seqs);
   batch_.reserve(config.max_num_batched_tokens, config.max_num_seqs,
-                 (config.max_model_len + kv.block_size() - 1) / kv.block_size() + 1);
+                 (config.max_model_len + kv.block_size() - 1) / kv.block_size() + 1, kv.num_groups());
   plain_greedy_.reserve(max_seqs);
   greedy_rows_.reserve(max_seqs);
   // Every logits row a step can ask for: each sequence's drafts + 1, within the token budget.

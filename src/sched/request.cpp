@@ -1,5 +1,7 @@
 #include "sched/request.h"
 
+#include "kv/kv_cache_layout.h"
+
 namespace tessera::sched {
 
 FinishReason finish_reason_of(RequestStatus s) {
@@ -37,9 +39,11 @@ StopParams stop_params_from(const SamplingParams& params, std::vector<int32_t> e
   return stop;
 }
 
-int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, int32_t block_size) {
-  const int64_t max_cached_positions = num_prompt + max_tokens - 1;
-  return (max_cached_positions + block_size - 1) / block_size;
+int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, const KvBlockRule& rule) {
+  static constexpr int32_t kOneFullGroup[] = {0};
+  const std::span<const int32_t> windows = rule.group_windows.empty() ? std::span<const int32_t>(kOneFullGroup)
+                                                                      : rule.group_windows;
+  return kv::max_kv_blocks_held(windows, rule.block_size, num_prompt + max_tokens - 1, rule.max_tokens_per_step);
 }
 
 void Request::append_token(int32_t token, int32_t block_size) {

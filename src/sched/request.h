@@ -49,11 +49,21 @@ struct StopParams {
 
 StopParams stop_params_from(const SamplingParams& params, std::vector<int32_t> eos_token_ids);
 
-// The KV blocks a request can ever hold, the one rule for "can it ever fit in the cache": a
-// sequence caches at most num_prompt + max_tokens - 1 positions (the last sampled token is returned,
-// never fed back), so ceil((num_prompt + max_tokens - 1) / block_size). The engine refuses a
-// request at submission with it; Scheduler::add_request checks the same rule.
-int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, int32_t block_size);
+// How a request's KV blocks are counted: tokens per block, the KV-cache groups' windows
+// ([num_groups] tokens, 0 = full attention; empty = one full group: kv/kv_cache_layout.h) and the
+// most tokens one step computes for one sequence (the scheduler's token budget).
+struct KvBlockRule {
+  int32_t block_size = 16;
+  std::span<const int32_t> group_windows;
+  int32_t max_tokens_per_step = 1;
+};
+
+// The KV blocks a request can ever hold at once, the one rule for "can it ever fit in the cache":
+// a sequence caches at most num_prompt + max_tokens - 1 positions (the last sampled token is
+// returned, never fed back); a full group holds ceil(positions / block_size) blocks, a sliding
+// group at most the window behind a step plus the step (kv::max_kv_blocks_held). The engine
+// refuses a request at submission with it; Scheduler::add_request checks the same rule.
+int64_t max_kv_blocks_of_request(int64_t num_prompt, int64_t max_tokens, const KvBlockRule& rule);
 
 // A request's prompt token ids, the one copy: immutable once submitted, shared by the engine's
 // request state, the scheduler's sequences (the root and its forked samples) and, through spans,

@@ -24,10 +24,15 @@ Status validate_scheduler_config(const SchedulerConfig& c) {
   return ok_status();
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config)
-    : config_(config),
-      kv_({config.num_blocks, config.block_size, config.enable_prefix_caching,
-           config.record_block_events}) {
+namespace {
+kv::KvCacheConfig kv_cache_config_of(const SchedulerConfig& c) {
+  kv::KvCacheConfig k{c.num_blocks, c.block_size, c.enable_prefix_caching, c.record_block_events, {}};
+  for (int32_t w : c.kv_group_windows) k.groups.push_back({.sliding_window = w});
+  return k;
+}
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(kv_cache_config_of(config)) {
   const Status status = validate_scheduler_config(config);
   TESSERA_CHECK(status.ok(), "{}", status.ok() ? "" : status.error().message);
 }
@@ -62,7 +67,7 @@ Status Scheduler::add_request(NewRequest in) {
                       "maximum context length {}",
                       in.id, num_prompt, in.stop.max_tokens, total, config_.max_model_len);
   }
-  const int64_t num_blocks = max_kv_blocks_of_request(num_prompt, in.stop.max_tokens, config_.block_size);
+  const int64_t num_blocks = max_kv_blocks_of_request(num_prompt, in.stop.max_tokens, kv_block_rule());
   if (num_blocks > kv_.num_usable_blocks()) {
     return make_error(ErrorCode::kOutOfRange,
                       "request {}: {} tokens need {} KV blocks of {} tokens, the cache has {}",
@@ -122,8 +127,11 @@ std::optional<int32_t> Scheduler::try_schedule(Request& r, int32_t budget, Sched
     s.token_ids.push_back(p < r.num_tokens() ? known[static_cast<size_t>(p)]
                                              : r.spec_token_ids[static_cast<size_t>(p - r.num_tokens())]);
   }
-  auto table = kv_.block_table(r.id);
-  s.block_table.assign(table.begin(), table.end());
+  s.block_table.clear();  // every group's table, group after group (all the same length)
+  for (int32_t g = 0; g < kv_.num_groups(); ++g) {
+    auto table = kv_.block_table(r.id, g);
+    s.block_table.insert(s.block_table.end(), table.begin(), table.end());
+  }
   s.num_spec_tokens = std::max(0, num_computed + num_new - r.num_tokens());
   s.needs_logits = num_computed + num_new >= r.num_tokens();
   s.num_samples = s.needs_logits && r.num_samples > 1 ? r.num_samples : 1;

@@ -47,6 +47,9 @@ struct SchedulerConfig {
   bool enable_chunked_prefill = true;        // off: a prompt is scheduled whole or not at all
   int32_t block_size = defaults::kBlockSize;  // tokens per KV block
   int32_t num_blocks = 0;                    // KV blocks, the null block included
+  // KV-cache groups ([num_groups] sliding window in tokens, 0 = full; empty = one full group):
+  // kv::plan_kv_cache_layout of the model's layers. ScheduledSeq::block_table carries every group.
+  std::vector<int32_t> kv_group_windows;
   bool enable_prefix_caching = true;
   bool record_block_events = false;          // the KV pool's stored/removed record (kv/block_events.h)
   SchedulerPolicy policy = SchedulerPolicy::kContinuous;
@@ -104,6 +107,10 @@ class Scheduler {
   // The prefix cache's stored/removed records since the last call (config.record_block_events).
   std::vector<kv::BlockEvent> drain_block_events() { return kv_.drain_block_events(); }
   const SchedulerConfig& config() const { return config_; }
+  // The block counting of max_kv_blocks_of_request under this configuration (views config_).
+  KvBlockRule kv_block_rule() const {
+    return {config_.block_size, config_.kv_group_windows, config_.max_num_batched_tokens};
+  }
 
   // KV integrity plus: every live sequence is in exactly one queue; waiting ones hold no blocks;
   // running ones hold blocks for at least their computed tokens.

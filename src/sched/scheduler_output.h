@@ -21,7 +21,10 @@ struct ScheduledSeq {
   int32_t sample_index = 0;         // which of the request's n samples (seeds its RNG stream)
   std::vector<int32_t> token_ids;   // [num_tokens] tokens to run, from num_computed_tokens on
   int32_t start_position = 0;       // position of token_ids[0] (== num_computed_tokens)
-  std::vector<int32_t> block_table; // [ceil((start_position + num_tokens) / block_size)] block ids
+  // [num_groups][ceil((start_position + num_tokens) / block_size)] block ids, group-major: the
+  // table of each KV-cache group (SchedulerConfig::kv_group_windows; one group unless the model has
+  // sliding-window layers), a sliding group's with the null block 0 before its window.
+  std::vector<int32_t> block_table;
   int32_t num_spec_tokens = 0;      // the last num_spec_tokens of token_ids are drafts
   bool needs_logits = false;        // the chunk reaches the sequence's last known token: sample.
                                     // Logit rows: the last num_spec_tokens + 1 positions.

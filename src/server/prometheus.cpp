@@ -88,6 +88,8 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
             m.num_requests_nonfinite);
   w.counter("tessera:kv_cache_evictions", "Cached KV blocks evicted for reuse.", m.num_kv_evictions);
   w.counter("tessera:kv_cache_cow_copies", "Copy-on-write copies of shared KV blocks.", m.num_cow_copies);
+  w.counter("tessera:kv_cache_window_releases",
+            "KV blocks sliding-window layers gave back once behind their window.", m.num_kv_window_releases);
   w.counter("tessera:engine_steps", "Engine steps (schedule -> forward -> update).", m.num_steps);
   w.counter("tessera:spec_decode_num_drafts", "Steps with speculative proposals.", m.spec_num_drafts);
   w.counter("tessera:spec_decode_num_draft_tokens", "Proposed draft tokens.", m.spec_num_draft_tokens);

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "engine_harness.h"
+#include "sched/request.h"
 
 namespace tessera::testing {
 
@@ -38,8 +39,11 @@ class EquivalenceSuite {
       const int32_t vocab = probe->model_info().vocab_size;
       reqs_ = make_greedy_requests(s_.prompt_lens, s_.num_shared, s_.prefix_len, s_.max_tokens, s_.first_id, vocab,
                                    s_.seed);
+      // Bytes of one token slot of a block (a block holds kv_layers_per_block layers: all of them
+      // unless the model has sliding-window layers in KV-cache groups of their own).
       bytes_per_token_ = probe->model_info().kv_cache_bytes /
                          (int64_t{probe->model_info().num_kv_blocks} * probe->model_info().block_size);
+      group_windows_ = probe->model_info().kv_cache_group_windows;
     }
     return reqs_;
   }
@@ -55,6 +59,17 @@ class EquivalenceSuite {
       for (const auto& t : ref_) EXPECT_EQ(static_cast<int32_t>(t.size()), s_.max_tokens);
     }
     return ref_;
+  }
+
+  // The most KV blocks any request can hold with steps of at most `budget` tokens (the engine's
+  // admission rule, sched::max_kv_blocks_of_request, over the model's KV-cache groups).
+  int32_t longest_request_blocks(int32_t budget) {
+    int64_t most = 0;
+    for (const TestRequest& r : requests()) {
+      most = std::max(most, sched::max_kv_blocks_of_request(static_cast<int64_t>(r.prompt.size()), s_.max_tokens,
+                                                            {16, group_windows_, budget}));
+    }
+    return static_cast<int32_t>(most);
   }
 
   int64_t bytes_per_token() {
@@ -117,8 +132,10 @@ class EquivalenceSuite {
 
   void preempted_vs_uninterrupted() {
     EngineConfig c = config();
-    // Room for the longest request and a little more: the batch must preempt.
-    const int32_t blocks = (longest_request_tokens() + 15) / 16 + 2;
+    // Room for the longest request and a little more: the batch must preempt. Steps of 16 tokens,
+    // so that a sliding-window group's share (its window plus a step) stays small.
+    c.max_num_batched_tokens = 16;
+    const int32_t blocks = longest_request_blocks(c.max_num_batched_tokens) + 2;
     c.kv_cache_bytes = int64_t{blocks} * 16 * bytes_per_token();
     const MetricsSnapshot m = expect_batch_matches(c, "preempted and recomputed");
     EXPECT_GT(m.num_preemptions, 0);
@@ -174,6 +191,7 @@ class EquivalenceSuite {
   std::vector<TestRequest> reqs_;
   std::vector<std::vector<int32_t>> ref_;
   int64_t bytes_per_token_ = 0;
+  std::vector<int32_t> group_windows_;
 };
 
 }  // namespace tessera::testing
