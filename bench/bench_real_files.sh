@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Issue 25's real-file table in one invocation: for each GGUF (default: Qwen2.5-Coder-0.5B and
+# Gemma-3-270M, both Q4_K_M), B1/B2 (bench_llama_cpp.py: decode after 16 and 2,048 tokens, prefill
+# 128/512/2,048, with the probe_bandwidth / probe_compute limits) and B4 (bench_batched_decode:
+# aggregate decode at 1/4/16/32 sequences), each side by side with llama.cpp, round by round.
+# Prints the host's ISA line and load first; each section's output goes to stdout as it comes.
+#
+#   bench/bench_real_files.sh [build dir=build/release] [rounds=3] [B4 output tokens=128] [models...]
+set -euo pipefail
+build=${1:-build/release}
+rounds=${2:-3}
+out_len=${3:-128}
+shift $(( $# < 3 ? $# : 3 ))
+models=("$@")
+if [ ${#models[@]} -eq 0 ]; then
+  models=(models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf models/gemma-3-270m-q4_k_m.gguf)
+fi
+isa=$(grep -o -w -E 'avx512f|avx512_vnni|avx2|amx_tile|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' ')
+echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus, isa: ${isa}"
+echo "commit: $(git rev-parse --short HEAD), start $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+for model in "${models[@]}"; do
+  echo; echo "=== ${model}: B1/B2 (bench_llama_cpp.py, ${rounds} rounds)"
+  python3 bench/bench_llama_cpp.py --tessera "${build}/src/cli/tessera" --model "${model}" --threads 2 \
+    --rounds "${rounds}" --probe-dir "${build}/bench"
+  echo "load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo; echo "=== ${model}: B4 (bench_batched_decode, 128 in / ${out_len} out, ${rounds} rounds)"
+  "${build}/bench/bench_batched_decode" --model "${model}" --rounds "${rounds}" --threads 2 \
+    --batches 1,4,16,32 --output-len "${out_len}"
+  echo "load $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+echo; echo "end $(date -u +%FT%TZ)"
