@@ -8,8 +8,8 @@
 //   isum  += dot_j * sc_j (vpmulld, lane r = row r's sub-block scale);
 //   Q4_K/Q5_K: msum = sum_j mn_j * (bsum_{2j} + bsum_{2j+1}): one vpdpwssd per sub-block of the
 //     int16 pair (mn_j, mn_j) against the activation's int16 pair (bsum_{2j}, bsum_{2j+1});
-//   Q6_K: the -32 offset, isum += sum_k (-32 sc_{2k}) bsum_{2k} + (-32 sc_{2k+1}) bsum_{2k+1}, one
-//     vpdpwssd per pair of 16-element sub-blocks;
+//   Q6_K: the -32 offset rides in the sub-block's chain, which starts at -32 * bsum_j (a broadcast
+//     from a per-call table), so isum += (dot_j - 32 bsum_j) * sc_j costs no extra vector op;
 // then y = fma(float(isum), d * dx, y) and y = fma(-float(msum), dmin * dx, y) for 16 outputs at
 // once, bit for bit the scalar twin's (matmul_ref.cpp) float steps.
 //
@@ -41,9 +41,12 @@ constexpr size_t kNearRecords = T == DType::Q6_K ? 0 : 2;
 
 // Everything a tile reads besides MatmulArgs: the activations' per-16 sums as int16 pairs,
 // bsum16[i][b * 8 + k] = (bsum_{2k}, bsum_{2k+1}) of super-block b (|bsum| <= 16 * 127 fits).
+// Q6_K: -32 * bsum per 16 activations, transposed so that a tile's rows sit side by side:
+// neg32_bsums[(b * 16 + j) * m + i] for sub-block j of super-block b of row i.
 struct KArgs {
   const MatmulArgs* a;
-  const int32_t* bsum16;  // [m][cols / 32] dwords
+  const int32_t* bsum16;       // [m][cols / 32] dwords (Q4_K, Q5_K)
+  const int32_t* neg32_bsums;  // [cols / 16][m] (Q6_K)
 };
 
 inline __m512i bcast(const void* p) { return _mm512_set1_epi32(*static_cast<const int32_t*>(p)); }
@@ -70,25 +73,19 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
     for (int j = 0; j < R; ++j) isum[j] = _mm512_setzero_si512();
     if constexpr (L::kQ6) {
       for (int sb = 0; sb < 16; ++sb) {  // sub-blocks of 16: 4 weight vectors each
+        const int32_t* neg32 = k.neg32_bsums + (b * 16 + sb) * a.m + i0;  // rows i0.. of sub-block sb
         __m512i w[4];
         for (int u = 0; u < 4; ++u) w[u] = _mm512_loadu_si512(rec + 64 * (4 * sb + u));
         const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb)));
         for (int j = 0; j < R; ++j) {
           const int8_t* x = xb + j * a.cols + 16 * sb;
-          __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], bcast(x));
+          // The chain starts at -32 * sum(x) of the sub-block, so the scale multiplies the dot of
+          // the signed weights q - 32 and the offset needs no step of its own.
+          __m512i s0 = _mm512_dpbusd_epi32(bcast(neg32 + j), w[0], bcast(x));
           __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], bcast(x + 4));
           s0 = _mm512_dpbusd_epi32(s0, w[2], bcast(x + 8));
           s1 = _mm512_dpbusd_epi32(s1, w[3], bcast(x + 12));
           isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
-        }
-      }
-      for (int p = 0; p < 8; ++p) {  // the -32 offset: int16 pairs (-32 sc_{2p}, -32 sc_{2p+1})
-        const __m512i lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 32 * p)));
-        const __m512i hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 32 * p + 16)));
-        const __m512i pair = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_slli_epi32(lo, 5), _mm512_slli_epi32(hi, 21));
-        const __m512i neg = _mm512_sub_epi16(_mm512_setzero_si512(), pair);
-        for (int j = 0; j < R; ++j) {
-          isum[j] = _mm512_dpwssd_epi32(isum[j], neg, bcast(k.bsum16 + (i0 + j) * (a.cols / 32) + b * 8 + p));
         }
       }
     } else {
@@ -192,11 +189,25 @@ const int32_t* bsum16_pairs(const MatmulArgs& a) {
   return reinterpret_cast<const int32_t*>(buf.data());
 }
 
+// -32 * a.xbsums (Q6_K's weight offset times the activation's per-16 sums, exact:
+// |32 * 16 * 127| < 2^17), transposed to [cols / 16][m], in a per-thread buffer that only grows.
+const int32_t* neg32_bsums(const MatmulArgs& a) {
+  thread_local std::vector<int32_t> buf;
+  const int64_t per_row = a.cols / 16;
+  const size_t n = static_cast<size_t>(a.m * per_row);
+  if (buf.size() < n) buf.resize(n);
+  for (int64_t i = 0; i < a.m; ++i) {
+    for (int64_t c = 0; c < per_row; ++c) buf[static_cast<size_t>(c * a.m + i)] = -32 * a.xbsums[i * per_row + c];
+  }
+  return buf.data();
+}
+
 }  // namespace
 
 bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (a.packed == nullptr || !is_kquant(a.type)) return false;
-  const KArgs k{&a, bsum16_pairs(a)};
+  const bool q6 = a.type == DType::Q6_K;
+  const KArgs k{&a, q6 ? nullptr : bsum16_pairs(a), q6 ? neg32_bsums(a) : nullptr};
   switch (a.type) {
     case DType::Q4_K: packed<DType::Q4_K>(k, r_begin, r_end); break;
     case DType::Q5_K: packed<DType::Q5_K>(k, r_begin, r_end); break;
