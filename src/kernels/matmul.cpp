@@ -223,6 +223,8 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   a.xd_t = xd_t;
   a.xs_t = xs_t;
   a.xsum_t = xsum_t;
+  static std::atomic<uint64_t> next_activations_id{1};
+  a.activations_id = next_activations_id.fetch_add(1, std::memory_order_relaxed);
 }
 
 MatmulArgs make_args(const WeightMatrix& w, const float* x, int64_t m, float* y) {
@@ -297,7 +299,7 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
   for (size_t k = 1; k < outs.size(); ++k) {
     args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
     args[k].xsum = args[0].xsum, args[k].xd_t = args[0].xd_t, args[k].xs_t = args[0].xs_t;
-    args[k].xsum_t = args[0].xsum_t;
+    args[k].xsum_t = args[0].xsum_t, args[k].activations_id = args[0].activations_id;
   }
   const size_t n = outs.size();
   auto rows = [&](int64_t r0, int64_t r1) {

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "util/dtype.h"
 
@@ -42,9 +43,30 @@ struct MatmulArgs {
   const float* xd_t = nullptr;
   const float* xs_t = nullptr;
   const int32_t* xsum_t = nullptr;
+  // Names this call's quantized activations (one number per prepare, from a process-wide counter;
+  // 0: unnamed). A kernel thread runs a call as several row pieces (ThreadPool::for_ranges), so a
+  // table it derives from the activations is kept per thread under this id and built once a call.
+  uint64_t activations_id = 0;
   // The weights repacked for the AVX-512 kernels (matmul_pack.h), or null: groups of 16 rows.
   const uint8_t* packed = nullptr;
   float* y = nullptr;               // [m][rows]
+};
+
+// A table a kernel derives from one call's activations, per thread: build(data) runs when the
+// call (a.activations_id) or the variant differs from the last build on this thread, or the id is 0.
+struct DerivedTable {
+  uint64_t id = 0;
+  int64_t variant = 0;
+  std::vector<int32_t> data;
+  template <typename Build>
+  const int32_t* get(const MatmulArgs& a, int64_t variant_key, size_t n, Build&& build) {
+    if (a.activations_id == 0 || a.activations_id != id || variant_key != variant || data.size() < n) {
+      if (data.size() < n) data.resize(n);
+      build(data.data());
+      id = a.activations_id, variant = variant_key;
+    }
+    return data.data();
+  }
 };
 
 enum class WeightFamily { kFloat, kBlock32, kSuperBlock256 };

@@ -159,14 +159,14 @@ void packed(const MatmulArgs& a, const int32_t* xoff, int64_t r_begin, int64_t r
   }
 }
 
-// -o * a.xsum (int32 per activation block, exact: |o * sum| <= 128 * 32 * 127) in a per-thread
-// buffer that only grows.
+// -o * a.xsum (int32 per activation block, exact: |o * sum| <= 128 * 32 * 127), built once per
+// call and thread (the pieces of one call share it), one table per offset o = 8, 16, 128.
 const int32_t* block_offsets(const MatmulArgs& a, int32_t o) {
-  thread_local std::vector<int32_t> buf;
+  thread_local DerivedTable tables[3];
   const size_t n = static_cast<size_t>(a.m * (a.cols / kQk));
-  if (buf.size() < n) buf.resize(n);
-  for (size_t i = 0; i < n; ++i) buf[i] = -o * a.xsum[i];
-  return buf.data();
+  return tables[o == 8 ? 0 : o == 16 ? 1 : 2].get(a, a.cols, n, [&](int32_t* t) {
+    for (size_t i = 0; i < n; ++i) t[i] = -o * a.xsum[i];
+  });
 }
 
 }  // namespace

@@ -175,31 +175,31 @@ void packed(const KArgs& k, int64_t r_begin, int64_t r_end) {
   }
 }
 
-// a.xbsums (int32 per 16 activations) as the int16 pairs the vpdpwssd steps read, in a
-// per-thread buffer that only grows.
+// a.xbsums (int32 per 16 activations) as the int16 pairs the vpdpwssd steps read, built once per
+// call and thread (the pieces of one call share it).
 const int32_t* bsum16_pairs(const MatmulArgs& a) {
-  thread_local std::vector<int16_t> buf;
+  thread_local DerivedTable table;
   const size_t n = static_cast<size_t>(a.m * (a.cols / 16));
-  if (buf.size() < n) buf.resize(n);
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf.data() + i), _mm512_cvtepi32_epi16(_mm512_loadu_si512(a.xbsums + i)));
-  }
-  for (; i < n; ++i) buf[i] = static_cast<int16_t>(a.xbsums[i]);
-  return reinterpret_cast<const int32_t*>(buf.data());
+  return table.get(a, a.cols, (n + 1) / 2, [&](int32_t* t) {
+    auto* buf = reinterpret_cast<int16_t*>(t);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf + i), _mm512_cvtepi32_epi16(_mm512_loadu_si512(a.xbsums + i)));
+    }
+    for (; i < n; ++i) buf[i] = static_cast<int16_t>(a.xbsums[i]);
+  });
 }
 
 // -32 * a.xbsums (Q6_K's weight offset times the activation's per-16 sums, exact:
-// |32 * 16 * 127| < 2^17), transposed to [cols / 16][m], in a per-thread buffer that only grows.
+// |32 * 16 * 127| < 2^17), transposed to [cols / 16][m], built once per call and thread.
 const int32_t* neg32_bsums(const MatmulArgs& a) {
-  thread_local std::vector<int32_t> buf;
+  thread_local DerivedTable table;
   const int64_t per_row = a.cols / 16;
-  const size_t n = static_cast<size_t>(a.m * per_row);
-  if (buf.size() < n) buf.resize(n);
-  for (int64_t i = 0; i < a.m; ++i) {
-    for (int64_t c = 0; c < per_row; ++c) buf[static_cast<size_t>(c * a.m + i)] = -32 * a.xbsums[i * per_row + c];
-  }
-  return buf.data();
+  return table.get(a, a.cols, static_cast<size_t>(a.m * per_row), [&](int32_t* t) {
+    for (int64_t i = 0; i < a.m; ++i) {
+      for (int64_t c = 0; c < per_row; ++c) t[c * a.m + i] = -32 * a.xbsums[i * per_row + c];
+    }
+  });
 }
 
 }  // namespace
