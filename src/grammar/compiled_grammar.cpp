@@ -126,6 +126,24 @@ void add_short_uncertain(std::vector<int32_t>& uncertain, const std::vector<int3
   uncertain = std::move(merged);
 }
 
+// Accepted ranks as bits, shared between positions until one of them adds to its set: a copy of
+// x{m,n} whose walk accepted nothing new (most of a JSON string character's positions) then
+// costs a pointer, not a [num_sorted / 64]-word copy (152k tokens: 19 KB a position).
+using RankBits = std::shared_ptr<std::vector<uint64_t>>;
+std::vector<uint64_t>& writable(RankBits& bits) {
+  if (bits.use_count() > 1) bits = std::make_shared<std::vector<uint64_t>>(*bits);
+  return *bits;
+}
+void add_ranks(RankBits& bits, const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return;
+  std::vector<uint64_t>& b = writable(bits);
+  for (int32_t r : ranks) mask_set(b, r);
+}
+
+// Links of an x{m,n} chain classified by one walk (compile_grammar): a token's bytes are read
+// once for all of them; each adds a state per byte to step.
+constexpr size_t kChainGroup = 8;
+
 Error too_ambiguous() {
   return Error{ErrorCode::kInvalidArgument,
                "grammar: too ambiguous to compile (automaton size limit reached)"};
@@ -134,7 +152,7 @@ Error too_ambiguous() {
 }  // namespace
 
 Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
-    std::string_view text, std::shared_ptr<const TokenTable> tokens) {
+    std::string_view text, std::shared_ptr<const TokenTable> tokens, CompileOptions options) {
   const auto t0 = std::chrono::steady_clock::now();
   auto parsed = parse_grammar(text);
   if (!parsed.ok()) return parsed.error();
@@ -192,16 +210,16 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   LongerTokens longer(table);
   std::vector<std::vector<int32_t>> uncertain1(static_cast<size_t>(src.num_positions()));
   std::vector<std::shared_ptr<const TokenSet>> level1_sets(uncertain1.size());
-  std::vector<std::vector<uint64_t>> acc1(uncertain1.size());  // rank bits, where kept
+  std::vector<RankBits> acc1(uncertain1.size());  // rank bits, where kept
   for (int32_t p = src.num_positions() - 1; p >= 0; --p) {
     if (src.elements[p].kind != Element::kBytes) continue;
     const int32_t t = src_tighter[p];
-    const bool use_tighter = t > p && !acc1[t].empty();
+    const bool use_tighter = t > p && acc1[t] != nullptr;
     const int32_t short_bytes = short_bytes_of(src_pairs, p, use_tighter);
     std::vector<uint64_t> candidates;
     if (use_tighter) {
       candidates = all_ranks(table);
-      for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc1[t][w];
+      for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~(*acc1[t])[w];
       if (short_bytes > 0) keep_longer(candidates, longer.bits(table, short_bytes));
     }
     const Frame f = frame_of(p, src_known, src_automaton);
@@ -216,8 +234,8 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
       level1_sets[p] = std::make_shared<const TokenSet>(bits, split.accepted.size(), table);
     }
     if (keep1[p]) {
-      acc1[p] = use_tighter ? acc1[t] : std::vector<uint64_t>(mask_words(table.num_sorted()), 0);
-      for (int32_t r : split.accepted) mask_set(acc1[p], r);
+      acc1[p] = use_tighter ? acc1[t] : std::make_shared<std::vector<uint64_t>>(mask_words(table.num_sorted()), 0);
+      add_ranks(acc1[p], split.accepted);
     }
     if (short_bytes > 0) add_short_uncertain(split.uncertain, uncertain1[t], table, short_bytes);
     uncertain1[p] = std::move(split.uncertain);
@@ -230,7 +248,7 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
   out->positions.resize(static_cast<size_t>(g.num_positions()));
   StackAutomaton automaton(out->grammar);
   KnownParents known(g, automaton);
-  std::vector<std::vector<uint64_t>> acc2(static_cast<size_t>(g.num_positions()));
+  std::vector<RankBits> acc2(static_cast<size_t>(g.num_positions()));
   // Level 1's uncertain ranks as bits, per origin while copies of it remain to be compiled.
   std::vector<std::vector<uint64_t>> uncertain1_bits(uncertain1.size());
   std::vector<int32_t> copies_left(uncertain1.size(), 0);
@@ -238,6 +256,48 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     if (g.elements[p].kind == Element::kBytes) ++copies_left[expanded.origin[p]];
   }
   std::vector<uint64_t> more(bits.size());
+  // Links of one x{m,n} chain walked together (accepted_from_frames): looser[t] is the position
+  // whose tighter one is t; prewalked[q] the accepted ranks a walk from a deeper link of q's
+  // chain found for q (ascending; q's split, as its own walk would give it).
+  std::vector<int32_t> looser(static_cast<size_t>(g.num_positions()), -1);
+  for (int32_t q = 0; q < g.num_positions(); ++q) {
+    if (expanded.pairs.tighter[q] >= 0) looser[expanded.pairs.tighter[q]] = q;
+  }
+  std::vector<std::vector<int32_t>> prewalked(static_cast<size_t>(g.num_positions()));
+  std::vector<uint8_t> is_prewalked(static_cast<size_t>(g.num_positions()), 0);
+  // Up to kChainGroup frames of p's chain, from p outwards, that one walk over p's candidates
+  // classifies exactly: the same origin, frames that end at the root (accepted or rejected
+  // only), slacks one apart (so each looser link's own candidates, the tokens its tighter link
+  // left that are longer than its slack + 1, lie within p's; the shorter ones keep their class
+  // along the chain). p itself needs a tighter link of its chain (its candidates exclude
+  // what that one accepted).
+  auto chain_links = [&](int32_t p, Frame f, bool chained) {
+    std::vector<int32_t> links;
+    if (!options.walk_chain_links_together || !chained || !f.is_end || expanded.pairs.slack[p] < 0) return links;
+    links.push_back(f.node);
+    for (int32_t q = looser[p], last = p; q >= 0 && links.size() < kChainGroup; last = q, q = looser[q]) {
+      if (expanded.origin[q] != expanded.origin[p] || expanded.pairs.slack[q] != expanded.pairs.slack[last] + 1) break;
+      const Frame fq = frame_of(q, known, automaton);
+      if (!fq.is_end) break;
+      links.push_back(fq.node);
+    }
+    return links;
+  };
+  // One walk for links[0] (p's frame) and the looser ones: p's accepted ranks are returned, the
+  // others' new ones (not accepted one link deeper) kept for when the loop reaches them.
+  auto walk_chain_links = [&](int32_t p, const std::vector<int32_t>& links, const std::vector<uint64_t>& candidates) {
+    std::vector<std::vector<int32_t>> accepted = accepted_from_frames(automaton, table, links, candidates);
+    out->num_chain_walked += links.size();
+    for (size_t i = 1, q = static_cast<size_t>(p); i < links.size(); ++i) {
+      q = static_cast<size_t>(looser[q]);
+      std::vector<int32_t> fresh;
+      std::set_difference(accepted[i].begin(), accepted[i].end(), accepted[i - 1].begin(),
+                          accepted[i - 1].end(), std::back_inserter(fresh));
+      prewalked[q] = std::move(fresh);
+      is_prewalked[q] = 1;
+    }
+    return std::move(accepted[0]);
+  };
   for (int32_t p = g.num_positions() - 1; p >= 0; --p) {
     if (g.elements[p].kind != Element::kBytes) continue;
     const int32_t o = expanded.origin[p];
@@ -248,14 +308,17 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
       continue;
     }
     const int32_t t = expanded.pairs.tighter[p];
-    const bool use_tighter = t > p && !acc2[t].empty();
+    const bool use_tighter = t > p && acc2[t] != nullptr;
     const int32_t short_bytes = short_bytes_of(expanded.pairs, p, use_tighter);
     const Frame f = frame_of(p, known, automaton);
     TokenSplit split;
-    if (uncertain1[o].size() < 2 * bits.size()) {  // few: filter the list, skip the bitsets
+    if (is_prewalked[p]) {
+      split.accepted = std::move(prewalked[p]);
+      if (--copies_left[o] == 0) std::vector<uint64_t>().swap(uncertain1_bits[o]);
+    } else if (uncertain1[o].size() < 2 * bits.size()) {  // few: filter the list, skip the bitsets
       std::vector<int32_t> list;
       for (int32_t r : uncertain1[o]) {
-        if (use_tighter && mask_test(acc2[t], r)) continue;
+        if (use_tighter && mask_test(*acc2[t], r)) continue;
         if (static_cast<int64_t>(table.sorted_bytes(r).size()) <= short_bytes) continue;
         list.push_back(r);
       }
@@ -265,10 +328,15 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
       std::vector<uint64_t> candidates = uncertain1_bits[o];
       if (--copies_left[o] == 0) std::vector<uint64_t>().swap(uncertain1_bits[o]);
       if (use_tighter) {
-        for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~acc2[t][w];
+        for (size_t w = 0; w < candidates.size(); ++w) candidates[w] &= ~(*acc2[t])[w];
         if (short_bytes > 0) keep_longer(candidates, longer.bits(table, short_bytes));
       }
-      split = classify_tokens(automaton, table, f.node, f.is_end, &candidates);
+      const std::vector<int32_t> links = chain_links(p, f, use_tighter && expanded.origin[t] == o);
+      if (links.size() > 1) {
+        split.accepted = walk_chain_links(p, links, candidates);
+      } else {
+        split = classify_tokens(automaton, table, f.node, f.is_end, &candidates);
+      }
     }
     if (automaton.overflowed()) return too_ambiguous();
     out->num_rewalked += split.accepted.size() + split.uncertain.size();
@@ -292,15 +360,16 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
     }
     if (keep2[p] && same_origin) {
       acc2[p] = std::move(acc2[t]);
-      for (int32_t r : split.accepted) mask_set(acc2[p], r);
+      add_ranks(acc2[p], split.accepted);
     } else if (keep2[p]) {
       acc2[p] = acc1[o];
       if (use_tighter) {
-        for (size_t w = 0; w < acc2[p].size(); ++w) acc2[p][w] |= acc2[t][w];
+        std::vector<uint64_t>& b = writable(acc2[p]);
+        for (size_t w = 0; w < b.size(); ++w) b[w] |= (*acc2[t])[w];
       }
-      for (int32_t r : split.accepted) mask_set(acc2[p], r);
+      add_ranks(acc2[p], split.accepted);
     }
-    if (use_tighter) std::vector<uint64_t>().swap(acc2[t]);
+    if (use_tighter) acc2[t].reset();
     pt.uncertain = std::move(split.uncertain);
     out->num_uncertain += pt.uncertain.size();
   }

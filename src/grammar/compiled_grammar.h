@@ -12,7 +12,10 @@
 //      of a source position re-walks only level 1's uncertain tokens from its longer frame.
 // In both, a link of an x{m,n} chain walks only what its tighter position (one link deeper)
 // did not accept, and of that only the tokens long enough to outrun the deeper link (slack,
-// call_sites.h); the shorter ones take the deeper link's class.
+// call_sites.h); the shorter ones take the deeper link's class. Level 2 walks up to 8 links
+// of a chain together (accepted_from_frames): the deepest link's candidates contain every looser
+// link's, so one pass reads each candidate's bytes and trie links once and steps them in every
+// link's frame (the walks are memory-bound: 152k tokens' bytes and subtree table, ~6 MB, per walk).
 // Accepted sets are TokenSets (ids, complement or bitset, whichever is smallest); copies whose
 // level 2 added nothing share level 1's set. Uncertain tokens are kept as ranks of
 // TokenTable::sorted() so the run-time check walks them as a trie.
@@ -47,14 +50,22 @@ struct CompiledGrammar {
   size_t num_uncertain = 0;               // sum of uncertain tokens over positions (stats)
   double level1_seconds = 0.0;            // stats: the whole-vocabulary walks
   size_t num_rewalked = 0;                // stats: tokens level 2 accepted or left uncertain
+  size_t num_chain_walked = 0;            // stats: positions classified by a walk of several links
 };
 
 // Positions the call-site expansion may grow a grammar to (past it, rules stay shared).
 inline constexpr int32_t kMaxExpandedPositions = 1 << 16;
 
+struct CompileOptions {
+  // Walk up to 8 links of an x{m,n} chain in one pass over their candidates (each token's bytes
+  // read once for all of them, accepted_from_frames) instead of one walk per link. Off: the
+  // slow twin the tests compare every position's classes with.
+  bool walk_chain_links_together = true;
+};
+
 // Parses and classifies. Errors are the parser's (kInvalidArgument with line and column).
 Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(
-    std::string_view text, std::shared_ptr<const TokenTable> tokens);
+    std::string_view text, std::shared_ptr<const TokenTable> tokens, CompileOptions options = {});
 
 // Compiled grammars by text, for one vocabulary; least recently used dropped beyond `capacity`.
 // Thread-safe. Two threads compiling the same new text may both compile; one result is kept.

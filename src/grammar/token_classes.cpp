@@ -25,10 +25,12 @@ int32_t next_rank(const std::vector<uint64_t>& bits, int32_t from, int32_t end) 
 namespace {
 
 // The walk, over the ranks next(0), next(r + 1), ... (`next(from)`: the first candidate >= from,
-// or num_sorted; `from` never decreases). `every` says next is the identity.
-template <class Next>
+// or num_sorted; `from` never decreases). `every` says next is the identity. kTrackExit: whether
+// to note where the frame could be left (not when frame_is_end: nothing is uncertain there, and
+// the walk then skips one dependent load per byte).
+template <bool kTrackExit, class Next>
 TokenSplit classify(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
-                    bool frame_is_end, bool every, Next next) {
+                    bool every, Next next) {
   const auto lcp_prev = tokens.lcp_prev();
   const int32_t num = tokens.num_sorted();
   std::vector<int32_t> states{automaton.node_state(frame)};
@@ -36,21 +38,24 @@ TokenSplit classify(StackAutomaton& automaton, const TokenTable& tokens, int32_t
   TokenSplit out;
   std::string_view prev;
   int32_t valid = 0;  // states[0..valid] hold the previous token's path
+  // The rank right after the previous token, or the end of its dead subtree: the common prefix
+  // with the previous token is then lcp_prev[rank] (capped by valid), with no byte compared.
+  int32_t adjacent = 0;
   for (int32_t rank = next(0); rank < num;) {
     const std::string_view bytes = tokens.sorted_bytes(rank);
     const auto len = static_cast<int32_t>(bytes.size());
     if (static_cast<int32_t>(states.size()) <= len) {
       states.resize(len + 1);
-      exited.resize(len + 1);
+      if (kTrackExit) exited.resize(len + 1);
     }
     int32_t d = 0;
-    if (every) {
+    if (every || rank == adjacent) {
       d = std::min(rank == 0 ? 0 : lcp_prev[rank], valid);
     } else {
       while (d < valid && d < len && prev[d] == bytes[d]) ++d;
     }
     while (d < len && !automaton.is_dead(states[d])) {
-      exited[d + 1] = exited[d] || automaton.can_end(states[d]);
+      if (kTrackExit) exited[d + 1] = exited[d] || automaton.can_end(states[d]);
       states[d + 1] = automaton.step(states[d], static_cast<uint8_t>(bytes[d]));
       ++d;
     }
@@ -58,17 +63,27 @@ TokenSplit classify(StackAutomaton& automaton, const TokenTable& tokens, int32_t
     prev = bytes;
     if (d == len && !automaton.is_dead(states[d])) {
       out.accepted.push_back(rank);
+      adjacent = rank + 1;
       rank = next(rank + 1);
       continue;
     }
-    // The prefix bytes[0, d) died: every token under it shares the verdict.
+    // The prefix bytes[0, d) died: every token under it shares the verdict. The token after
+    // the subtree shares fewer than d bytes with this one: lcp_prev there is the common prefix.
     const int32_t end = tokens.subtree_end(rank, d);
-    if (exited[d] && !frame_is_end) {
+    if (kTrackExit && exited[d]) {
       for (; rank < end; rank = next(rank + 1)) out.uncertain.push_back(rank);
     }
+    adjacent = end;
     rank = next(end);
   }
   return out;
+}
+
+template <class Next>
+TokenSplit classify(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
+                    bool frame_is_end, bool every, Next next) {
+  return frame_is_end ? classify<false>(automaton, tokens, frame, every, next)
+                      : classify<true>(automaton, tokens, frame, every, next);
 }
 
 }  // namespace
@@ -91,6 +106,65 @@ TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, 
     while (i < candidates.size() && candidates[i] < from) ++i;
     return i < candidates.size() ? candidates[i] : num;
   });
+}
+
+std::vector<std::vector<int32_t>> accepted_from_frames(StackAutomaton& automaton,
+                                                      const TokenTable& tokens,
+                                                      std::span<const int32_t> frames,
+                                                      const std::vector<uint64_t>& candidates) {
+  const auto lcp_prev = tokens.lcp_prev();
+  const int32_t num = tokens.num_sorted();
+  const size_t k = frames.size();
+  // states[d * k + f]: frame f's state after the first d bytes of the current token, for f >=
+  // first[d], the first frame whose state there is not dead (k: dead in all; a dead state stays
+  // dead, so the frames before first[d] are dead at every depth past d too).
+  std::vector<int32_t> states(k);
+  std::vector<uint32_t> first{static_cast<uint32_t>(k)};
+  for (size_t f = k; f-- > 0;) {
+    states[f] = automaton.node_state(frames[f]);
+    if (!automaton.is_dead(states[f])) first[0] = static_cast<uint32_t>(f);
+  }
+  std::vector<std::vector<int32_t>> out(k);
+  std::string_view prev;
+  int32_t valid = 0, adjacent = 0;  // as in classify()
+  for (int32_t rank = next_rank(candidates, 0, num); rank < num;) {
+    const std::string_view bytes = tokens.sorted_bytes(rank);
+    const auto len = static_cast<int32_t>(bytes.size());
+    if (first.size() <= static_cast<size_t>(len)) {
+      first.resize(len + 1);
+      states.resize((len + 1) * k);
+    }
+    int32_t d = 0;
+    if (rank == adjacent) {
+      d = std::min(rank == 0 ? 0 : lcp_prev[rank], valid);
+    } else {
+      while (d < valid && d < len && prev[d] == bytes[d]) ++d;
+    }
+    while (d < len && first[d] < k) {
+      const int32_t* from = &states[d * k];
+      int32_t* to = &states[(d + 1) * k];
+      uint32_t next_first = static_cast<uint32_t>(k);
+      for (size_t f = k; f-- > first[d];) {
+        to[f] = automaton.is_dead(from[f]) ? StackAutomaton::kDeadState
+                                           : automaton.step(from[f], static_cast<uint8_t>(bytes[d]));
+        if (!automaton.is_dead(to[f])) next_first = static_cast<uint32_t>(f);
+      }
+      first[++d] = next_first;
+    }
+    valid = d;
+    prev = bytes;
+    if (d == len && first[d] < k) {
+      for (size_t f = first[d]; f < k; ++f) {
+        if (!automaton.is_dead(states[d * k + f])) out[f].push_back(rank);
+      }
+      adjacent = rank + 1;
+      rank = next_rank(candidates, rank + 1, num);
+      continue;
+    }
+    adjacent = tokens.subtree_end(rank, d);  // dead in every frame: the whole subtree
+    rank = next_rank(candidates, adjacent, num);
+  }
+  return out;
 }
 
 std::vector<uint64_t> all_ranks(const TokenTable& tokens) {
@@ -159,6 +233,14 @@ TokenSet TokenSet::plus(const std::vector<int32_t>& more, const TokenTable& toke
     if (out.form_ == Form::kIds || num_normal - size <= list_limit || out.ids_.size() <= list_limit) {
       return out;
     }
+  }
+  if (form_ == Form::kBits && num_normal - size > list_limit) {  // stays a bitset: one copy
+    TokenSet out;
+    out.form_ = Form::kBits;
+    out.size_ = size;
+    out.bits_ = bits_;
+    for (int32_t id : more) mask_set(out.bits_, id);
+    return out;
   }
   std::vector<uint64_t> bits(mask_words(tokens.vocab_size()));
   to_bits(bits, tokens.normal_mask());

@@ -32,6 +32,16 @@ TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, 
 TokenSplit classify_tokens(StackAutomaton& automaton, const TokenTable& tokens, int32_t frame,
                            bool frame_is_end, std::span<const int32_t> candidates);
 
+// The accepted ranks from each of several frames at once, all with frame_is_end (so nothing is
+// uncertain), over the ranks set in `candidates`: one walk in which each token's bytes and trie
+// links are read once for every frame (the links of an x{m,n} chain), and a prefix's subtree is
+// skipped once the prefix died in every frame. [frames.size()] ascending rank lists, each equal
+// to classify_tokens(frame, true, &candidates).accepted.
+std::vector<std::vector<int32_t>> accepted_from_frames(StackAutomaton& automaton,
+                                                      const TokenTable& tokens,
+                                                      std::span<const int32_t> frames,
+                                                      const std::vector<uint64_t>& candidates);
+
 // Rank bitsets: all ranks, ranks of a list.
 std::vector<uint64_t> all_ranks(const TokenTable& tokens);
 std::vector<uint64_t> rank_bits(const TokenTable& tokens, const std::vector<int32_t>& ranks);

@@ -46,4 +46,25 @@ inline int walk_and_compare(const std::shared_ptr<const CompiledGrammar>& compil
   return checked;
 }
 
+// Every position of two compiles of one grammar (a fast path and its slow twin) has the same
+// accepted tokens and the same uncertain ranks.
+inline void expect_same_classes(const CompiledGrammar& fast, const CompiledGrammar& slow,
+                                const std::string& what) {
+  ASSERT_EQ(fast.positions.size(), slow.positions.size()) << what;
+  const TokenTable& table = *fast.tokens;
+  std::vector<uint64_t> a(mask_words(table.vocab_size())), b(a.size());
+  int mismatches = 0;
+  for (size_t p = 0; p < fast.positions.size() && mismatches < 5; ++p) {
+    const PositionTokens& f = fast.positions[p];
+    const PositionTokens& s = slow.positions[p];
+    ASSERT_EQ(f.accepted == nullptr, s.accepted == nullptr) << what << " position " << p;
+    if (f.accepted) {
+      f.accepted->to_bits(a, table.normal_mask());
+      s.accepted->to_bits(b, table.normal_mask());
+      if (a != b) ++mismatches, ADD_FAILURE() << what << " position " << p << ": accepted sets differ";
+    }
+    if (f.uncertain != s.uncertain) ++mismatches, ADD_FAILURE() << what << " position " << p << ": uncertain differ";
+  }
+}
+
 }  // namespace tessera::grammar::testing

@@ -101,13 +101,21 @@ s ::= "\"" ( [a-c] | "\\" [nt] ){1,9} "\""
 t ::= "\"" [abc]{0,6} "\""
 u ::= ( [ab] | "" ){0,4} "!")",
   };
+  size_t chain_walked = 0;
   for (const char* text : grammars) {
     auto compiled = compile_grammar(text, tokens);
     ASSERT_TRUE(compiled.ok()) << compiled.error().message;
     for (uint64_t seed = 1; seed <= 16; ++seed) {
       EXPECT_GT(testing::walk_and_compare(compiled.value(), vocab, seed, 30), 0) << text;
     }
+    // The chains' links walked together classify every position as one walk per link does.
+    auto per_link = compile_grammar(text, tokens, CompileOptions{.walk_chain_links_together = false});
+    ASSERT_TRUE(per_link.ok());
+    EXPECT_EQ(per_link.value()->num_chain_walked, 0u);
+    testing::expect_same_classes(*compiled.value(), *per_link.value(), text);
+    chain_walked += compiled.value()->num_chain_walked;
   }
+  EXPECT_EQ(chain_walked, 24u);  // the shared walks ran (pinned: positions they classified)
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/engine_requests.h"
 #include "gguf/gguf.h"
@@ -42,6 +44,35 @@ void check_vocabulary(const std::string& file_name, int steps) {
     }
   }
 }
+
+// The suite's schemas (maxLength strings among them) on a real vocabulary: the chain links walked
+// together give every position the classes that one walk per link gives.
+void check_chain_walks(const std::string& file_name) {
+  const std::string path = kModels + file_name;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " not installed";
+  auto file = gguf::GgufFile::open(path);
+  ASSERT_TRUE(file.ok());
+  auto tok = tokenizer::Tokenizer::from_gguf(file.value());
+  ASSERT_TRUE(tok.ok());
+  auto tokens = std::make_shared<const TokenTable>(grammar_vocabulary(tok.value()));
+  std::ifstream in(TESSERA_PROJECT_TESTDATA_DIR "/grammar/schemas.json");
+  const auto suite = nlohmann::ordered_json::parse(in);
+  size_t chain_walked = 0;
+  for (const auto& entry : suite) {
+    const std::string name = entry["name"];
+    auto text = json_schema_to_grammar(entry["schema"].dump());
+    ASSERT_TRUE(text.ok()) << name;
+    auto fast = compile_grammar(text.value(), tokens);
+    auto slow = compile_grammar(text.value(), tokens, CompileOptions{.walk_chain_links_together = false});
+    ASSERT_TRUE(fast.ok() && slow.ok()) << name;
+    testing::expect_same_classes(*fast.value(), *slow.value(), name);
+    chain_walked += fast.value()->num_chain_walked;
+  }
+  EXPECT_GT(chain_walked, 0u);
+}
+
+TEST(GrammarVocab, SmolLM2ChainWalksEqualPerLinkWalks) { check_chain_walks("SmolLM2-135M-Instruct.Q4_1.gguf"); }
+TEST(GrammarVocab, QwenChainWalksEqualPerLinkWalks) { check_chain_walks("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"); }
 
 TEST(GrammarVocab, SmolLM2MasksEqualTheTwin) { check_vocabulary("SmolLM2-135M-Instruct.Q4_1.gguf", 8); }
 TEST(GrammarVocab, QwenMasksEqualTheTwin) { check_vocabulary("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 3); }
