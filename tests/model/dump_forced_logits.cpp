@@ -9,6 +9,7 @@
 //          chunk), then after each forced token but the last, fed one token at a time, the way
 //          tests/model/test_kquant_golden.cpp decodes (one sequence, blocks 0, 1, 2, ...).
 #include <algorithm>
+#include <exception>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -34,7 +35,15 @@ bool parse_line(const std::string& line, ForcedSequence* out) {
       after_bar = true;
       continue;
     }
-    (after_bar ? out->forced : out->prompt).push_back(std::stoi(word));
+    size_t used = 0;
+    int id = -1;
+    try {
+      id = std::stoi(word, &used);
+    } catch (const std::exception&) {  // not a number, or out of int's range
+      return false;
+    }
+    if (used != word.size() || id < 0) return false;
+    (after_bar ? out->forced : out->prompt).push_back(id);
   }
   return after_bar && !out->prompt.empty() && !out->forced.empty();
 }
@@ -61,8 +70,11 @@ int main(int argc, char** argv) {
   std::string line;
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     ForcedSequence s;
-    if (!parse_line(line, &s)) {
-      std::fprintf(stderr, "%s:%d: expected \"prompt ids | forced ids\"\n", argv[3], lineno);
+    const int32_t vocab = (*model)->config().vocab_size;
+    const auto in_vocab = [vocab](int32_t id) { return id < vocab; };
+    if (!parse_line(line, &s) || !std::all_of(s.prompt.begin(), s.prompt.end(), in_vocab) ||
+        !std::all_of(s.forced.begin(), s.forced.end(), in_vocab)) {
+      std::fprintf(stderr, "%s:%d: expected \"prompt ids | forced ids\" (token ids in [0, %d))\n", argv[3], lineno, vocab);
       return 1;
     }
     // 1024 as the kquant test (more when the sequence is longer): the sizes change no value.
