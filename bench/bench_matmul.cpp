@@ -157,7 +157,7 @@ std::vector<Shape> select_shapes(const std::string& list) {
 }
 
 // The layout/kernel table, interleaved rounds: the AVX2 kernel on the GGUF layout ("gguf"), the
-// ISA's kernel on the packed layout ("packed") and, where usable and m >= kAmxMinRows, the
+// ISA's kernel on the packed layout ("packed") and, where usable and m >= amx_min_rows(type), the
 // AMX-INT8 tiles on the packed layout ("amx"). Ratios are per round against packed.
 void gemm_table(const std::vector<DType>& types, const std::vector<Shape>& shapes, const std::vector<int64_t>& ms,
                 int rounds, double seconds, bool cold, ThreadPool& pool) {
@@ -184,7 +184,8 @@ void gemm_table(const std::vector<DType>& types, const std::vector<Shape>& shape
         AlignedVector<float> x(m * s.cols), y(m * s.rows);  // line-aligned, as the engine's activations
         for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 1000) / 500.0f - 1.0f;
         const double ops = 2.0 * static_cast<double>(m * s.rows * s.cols);
-        const bool with_amx = kernels::matmul_amx_available() && m >= kernels::kAmxMinRows;
+        const int64_t amx_rows = kernels::amx_min_rows(type);
+        const bool with_amx = kernels::matmul_amx_available() && amx_rows > 0 && m >= amx_rows;
         std::vector<double> gguf_gops, packed_gops, amx_gops, packed_over_gguf, amx_over_packed;
         for (int round = 0; round < rounds; ++round) {
           kernels::set_matmul_packed_enabled(false);

@@ -6,7 +6,8 @@ round as median (min-max). Only tessera runs: the peer-relative tables are bench
 bench_batched_decode.
 
   B1  single-stream decode, 128 tokens after a 16-token prompt  (tessera run --json: decode tok/s)
-  B4  batched decode, B = 1 and 16, 128 in / 128 out            (bench_batched_decode --no-peer)
+  B2  prefill of 512 and 2,048 tokens                             (tessera run --json: prefill tok/s)
+  B4  batched decode, B = 1, 16 and 32, 128 in / 128 out        (bench_batched_decode --no-peer)
   B5  continuous / static output tok/s, 200 geometric requests   (tessera bench throughput)
   B9  n-gram speculation on / off at k = 4, grounded, batch 1    (bench_spec --ks 4)
 
@@ -37,9 +38,20 @@ def b1(build, model, threads):
     return {"B1 decode tok/s": json.loads(last_json)["timings"]["decode_tok_per_s"]}
 
 
+def b2(build, model, threads):
+    got = {}
+    for n in (512, 2048):
+        ids = ",".join(str(1000 + 37 * i % 30000) for i in range(n))
+        out = run([f"{build}/src/cli/tessera", "run", "--model", model, "--threads", str(threads), "--json",
+                   "--ignore-eos", "-n", "1", "--max-model-len", "4096", "--prompt-ids", ids])
+        last_json = [line for line in out.splitlines() if line.startswith("{")][-1]
+        got[f"B2 prefill {n} tok/s"] = json.loads(last_json)["timings"]["prompt_tok_per_s"]
+    return got
+
+
 def b4(build, model, threads):
     out = run([f"{build}/bench/bench_batched_decode", "--model", model, "--rounds", "1", "--threads",
-               str(threads), "--batches", "1,16", "--no-peer"])
+               str(threads), "--batches", "1,16,32", "--no-peer"])
     got = {}
     for b, v in re.findall(r"round 0 B=(\d+): ours ([\d.]+) tok/s", out):
         got[f"B4 B={b} tok/s"] = float(v)
@@ -76,7 +88,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cases", default="b1,b4,b5,b9")
     a = ap.parse_args()
-    fns = {"b1": b1, "b4": b4, "b5": b5, "b9": b9}
+    fns = {"b1": b1, "b2": b2, "b4": b4, "b5": b5, "b9": b9}
     vals = {}  # metric -> {"a": [...], "b": [...]}
     print(f"# load average at the start {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     for rnd in range(a.rounds):

@@ -68,7 +68,8 @@ bool packed_kernels_available() {
 // Whether this call's rows run on the AMX tiles (which read the activation scales transposed).
 bool amx_will_run([[maybe_unused]] const MatmulArgs& a) {
 #if !defined(TESSERA_FORCE_SCALAR)
-  return a.m >= kAmxMinRows && a.packed != nullptr && weight_family(a.type) == WeightFamily::kBlock32 &&
+  const int64_t min_rows = amx_min_rows(a.type);
+  return min_rows > 0 && a.m >= min_rows && a.packed != nullptr &&
          avx512_kernels_available() && g_packed_enabled.load(std::memory_order_relaxed) &&
          g_amx_enabled.load(std::memory_order_relaxed) && amx_tiles_usable();
 #else
@@ -81,8 +82,7 @@ void run_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   const IsaLevel level = isa_level();
   if (avx512_kernels_available()) {
     if (a.packed && g_packed_enabled.load(std::memory_order_relaxed)) {
-      // xd_t is set exactly when amx_will_run(a) held as the activations were prepared.
-      if (a.xd_t != nullptr && amx::packed_rows(a, r_begin, r_end)) return;
+      if (a.amx && (amx::packed_rows(a, r_begin, r_end) || amx::packed_kquant_rows(a, r_begin, r_end))) return;
       if (avx512::packed_rows(a, r_begin, r_end) || avx512::packed_kquant_rows(a, r_begin, r_end)) return;
     }
     if (avx512::matmul_rows(a, r_begin, r_end)) return;
@@ -180,7 +180,8 @@ void prepare_activations(MatmulArgs& a, ThreadPool& pool) {
   int32_t* xbsums = grow(scratch.xbsums, family == WeightFamily::kSuperBlock256 ? m * cols / 16 : 1);
   const int64_t block = family == WeightFamily::kBlock32 ? kQk : kQkK;
   const DType type = a.type;
-  const bool transposed = amx_will_run(a);
+  a.amx = amx_will_run(a);
+  const bool transposed = a.amx && family == WeightFamily::kBlock32;  // the 32-block AMX kernel's scales
   float* xd_t = transposed ? grow(scratch.xd_t, m * cols / kQk) : nullptr;
   float* xs_t = transposed ? grow(scratch.xs_t, m * cols / kQk) : nullptr;
   int32_t* xsum_t = transposed ? grow(scratch.xsum_t, m * cols / kQk) : nullptr;
@@ -262,6 +263,14 @@ constexpr int64_t kRowGrain = 16;
 
 void set_matmul_packed_enabled(bool enabled) { g_packed_enabled.store(enabled, std::memory_order_relaxed); }
 void set_matmul_amx_enabled(bool enabled) { g_amx_enabled.store(enabled, std::memory_order_relaxed); }
+int64_t amx_min_rows(DType type) {
+  switch (weight_family(type)) {
+    case WeightFamily::kBlock32: return 12;
+    case WeightFamily::kSuperBlock256: return type == DType::Q6_K ? 0 : 32;
+    default: return 0;
+  }
+}
+
 bool matmul_amx_available() { return avx512_kernels_available() && amx_tiles_usable(); }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPool& pool) {
@@ -300,6 +309,9 @@ void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, Th
     args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
     args[k].xsum = args[0].xsum, args[k].xd_t = args[0].xd_t, args[k].xs_t = args[0].xs_t;
     args[k].xsum_t = args[0].xsum_t, args[k].activations_id = args[0].activations_id;
+    // The 32-block tile kernel reads the transposed scales, prepared only when args[0] runs on
+    // the tiles; the K-quant one reads the row-major activations every kernel reads.
+    args[k].amx = amx_will_run(args[k]) && (args[0].amx || weight_family(args[k].type) != WeightFamily::kBlock32);
   }
   const size_t n = outs.size();
   auto rows = [&](int64_t r0, int64_t r1) {

@@ -85,13 +85,18 @@ inline constexpr int64_t kMatmulInlineBytes = int64_t{96} << 10;
 // of bench_matmul. Process-wide (a relaxed atomic), like set_isa_level.
 void set_matmul_packed_enabled(bool enabled);
 
-// Batches of at least kAmxMinRows activation rows over packed weights run on AMX-INT8 tiles where
-// the CPU and OS allow them (matmul_amx_available()); fewer rows, or no AMX, run the VNNI kernel.
-// The same bits either way. set_matmul_amx_enabled(false), or TESSERA_NO_AMX=1 in the
-// environment, forces VNNI (tests, bench columns). The threshold is measured (bench_matmul, one
-// thread, SmolLM2 shapes): AMX/VNNI is 0.81-0.88x for Q4_1 at m = 8, 1.04-1.18x at m = 12 and
-// 1.19-1.31x at m = 16.
-inline constexpr int64_t kAmxMinRows = 12;
+// Batches of at least amx_min_rows(type) activation rows over packed weights run on AMX-INT8
+// tiles where the CPU and OS allow them (matmul_amx_available()); fewer rows, a type with no tile
+// kernel, or no AMX, run the VNNI kernel. The same bits either way. set_matmul_amx_enabled(false),
+// or TESSERA_NO_AMX=1 in the environment, forces VNNI (tests, bench columns). The thresholds are
+// measured (bench_matmul, one thread, weights cold; bench/LOG.md), AMX/VNNI:
+//   32-element blocks (Q4_0, Q4_1, Q5_0, Q8_0), SmolLM2 shapes: 0.81-0.88x at m = 8, 1.04-1.18x at
+//     m = 12 and 1.19-1.31x at m = 16: from 12 rows;
+//   Q4_K/Q5_K, 4864->896: 0.77-0.99x at m = 24 (one full tile and a tail), 1.12-1.22x at m = 32,
+//     1.16-1.34x at m = 64: from 32 rows;
+//   Q6_K: 0.74-0.96x at every m from 16 to 512 (16-element sub-blocks fill half a tile row): never.
+// Returns 0 for a type that never runs on the tiles.
+int64_t amx_min_rows(DType type);
 bool matmul_amx_available();
 void set_matmul_amx_enabled(bool enabled);
 

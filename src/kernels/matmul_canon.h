@@ -38,7 +38,7 @@ struct MatmulArgs {
   const float* xs = nullptr;        // [m][cols / 32] d * sum(q) (32-block types)
   const int32_t* xbsums = nullptr;  // [m][cols / 16] sums of q per 16 (K-quants)
   const int32_t* xsum = nullptr;    // [m][cols / 32] sum(q) per 32-block (32-block types)
-  // xd, xs and xsum transposed to [cols / 32][m] for 32-block types at m >= kAmxMinRows (the AMX
+  // xd, xs and xsum transposed to [cols / 32][m] for 32-block types at m >= amx_min_rows(type) (the AMX
   // kernel reads one block's scales for all the rows of a tile from one pointer), else null.
   const float* xd_t = nullptr;
   const float* xs_t = nullptr;
@@ -47,6 +47,9 @@ struct MatmulArgs {
   // 0: unnamed). A kernel thread runs a call as several row pieces (ThreadPool::for_ranges), so a
   // table it derives from the activations is kept per thread under this id and built once a call.
   uint64_t activations_id = 0;
+  // Whether this call's rows run on the AMX tiles (set as the activations are prepared: at least
+  // the family's minimum rows, packed weights, AMX usable and enabled).
+  bool amx = false;
   // The weights repacked for the AVX-512 kernels (matmul_pack.h), or null: groups of 16 rows.
   const uint8_t* packed = nullptr;
   float* y = nullptr;               // [m][rows]
@@ -115,6 +118,9 @@ namespace amx {
 // The 32-block types over MatmulArgs::packed with AMX-INT8 tiles (x86/matmul_packed_amx.cpp);
 // false otherwise. Only where amx_tiles_usable().
 bool packed_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
+// The K-quants over MatmulArgs::packed with AMX-INT8 tiles (x86/matmul_packed_kquant_amx.cpp);
+// false otherwise. Only where amx_tiles_usable().
+bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 }
 
 }  // namespace tessera::kernels

@@ -106,10 +106,10 @@ TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
         matmul_ref(unpacked1, x.data(), m, ref1.data());
         for (IsaLevel level : available_levels()) {
           set_isa_level(level);
-          // AMX tiles (m >= kAmxMinRows, where usable), the VNNI packed kernel, the GGUF layout.
+          // AMX tiles (m >= amx_min_rows(type) > 0, where usable), the VNNI packed kernel, the GGUF layout.
           for (const char* path : {"amx", "packed", "unpacked"}) {
             const std::string p = path;
-            if (p == "amx" && (!matmul_amx_available() || m < kAmxMinRows)) continue;
+            if (p == "amx" && (!matmul_amx_available() || amx_min_rows(type) == 0 || m < amx_min_rows(type))) continue;
             set_matmul_packed_enabled(p != "unpacked");
             set_matmul_amx_enabled(p == "amx");
             std::vector<float> y0(ref0.size(), NAN), y1(ref1.size(), NAN);
@@ -202,7 +202,7 @@ TEST(Matmul, FuzzOddShapesBitForBit) {
     const DType type = kAllWeightTypes[static_cast<size_t>(iter) % std::size(kAllWeightTypes)];
     const int64_t block = dtype_block_size(type) == 1 ? 8 : dtype_block_size(type);  // floats: odd widths too
     const int64_t cols = block * pick(1, is_kquant(type) ? 20 : 40), rows = pick(1, 70), rows2 = pick(1, 40);
-    const int64_t m = pick(1, 20);
+    const int64_t m = iter % 3 == 2 ? pick(21, 48) : pick(1, 20);  // past the AMX thresholds too
     const auto d1 = random_weights(type, rows, cols, static_cast<uint32_t>(iter * 2 + 1));
     const auto d2 = random_weights(type, rows2, cols, static_cast<uint32_t>(iter * 2 + 2));
     const WeightMatrix w1 = WeightMatrix::view(type, d1.data(), rows, cols);
@@ -226,6 +226,40 @@ TEST(Matmul, FuzzOddShapesBitForBit) {
         EXPECT_TRUE(same_bits(ref1, y1) && same_bits(ref2, y2) && same_bits(ref1, g1))
             << dtype_name(type) << " rows=" << rows << "/" << rows2 << " cols=" << cols << " m=" << m << " "
             << isa_name(level) << (packed ? " packed" : "");
+      }
+    }
+  }
+}
+
+// A group whose outputs share the activations but differ in type within a family (a Q4_K_M file's
+// ffn_down and attn_v mix Q4_K and Q6_K): each output takes its own kernel (Q6_K has no tile
+// kernel, Q4_K/Q5_K tiles start at 32 rows), and the bits are the scalar twin's either way round.
+TEST(Matmul, GroupOfMixedTypesBitForBit) {
+  IsaRestorer restore;
+  ThreadPool pool(2);
+  const std::pair<DType, DType> pairs[] = {{DType::Q6_K, DType::Q4_K}, {DType::Q4_K, DType::Q6_K},
+                                           {DType::Q5_K, DType::Q6_K}, {DType::Q8_0, DType::Q5_0},
+                                           {DType::Q5_0, DType::Q4_1}};
+  constexpr int64_t kCols = 512, kRows0 = 21, kRows1 = 40;
+  for (const auto& [t0, t1] : pairs) {
+    const auto d0 = random_weights(t0, kRows0, kCols, 7), d1 = random_weights(t1, kRows1, kCols, 8);
+    WeightMatrix w0 = WeightMatrix::view(t0, d0.data(), kRows0, kCols);
+    WeightMatrix w1 = WeightMatrix::view(t1, d1.data(), kRows1, kCols);
+    const WeightMatrix plain0 = w0, plain1 = w1;
+    w0.pack();
+    w1.pack();
+    for (int64_t m : {16, 33}) {
+      const auto x = random_x(m * kCols, static_cast<uint32_t>(m));
+      std::vector<float> ref0(static_cast<size_t>(m * kRows0)), ref1(static_cast<size_t>(m * kRows1));
+      matmul_ref(plain0, x.data(), m, ref0.data());
+      matmul_ref(plain1, x.data(), m, ref1.data());
+      for (IsaLevel level : available_levels()) {
+        set_isa_level(level);
+        std::vector<float> y0(ref0.size(), NAN), y1(ref1.size(), NAN);
+        const MatmulOut outs[] = {{&w0, y0.data()}, {&w1, y1.data()}};
+        matmul_group(outs, x.data(), m, pool);
+        EXPECT_TRUE(same_bits(ref0, y0) && same_bits(ref1, y1))
+            << dtype_name(t0) << "+" << dtype_name(t1) << " m=" << m << " " << isa_name(level);
       }
     }
   }

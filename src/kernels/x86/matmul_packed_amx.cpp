@@ -36,6 +36,7 @@
 #include "kernels/matmul_canon.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/amx_tiles.h"
 
 namespace tessera::kernels::amx {
 namespace {
@@ -60,30 +61,15 @@ constexpr int kBRows = 8, kRowBytes = 64;
 #define kATail 6
 #define kCTail 7
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};  // bytes per row of each tile
-  uint8_t rows[16] = {};
-};
-
 // Loads the configuration for a call whose row tail has `tail` rows (0: none), unless this thread
-// already holds it (ldtilecfg costs about as much as a few records).
+// already holds it (amx_tiles.h).
 void configure(int tail) {
-  thread_local int current = -1;
-  if (current == tail) return;
   TileConfig cfg;
-  auto set = [&](int t, int rows, int colsb) {
-    cfg.rows[t] = static_cast<uint8_t>(rows);
-    cfg.colsb[t] = static_cast<uint16_t>(colsb);
-  };
-  set(kC0, kTileM, 64), set(kC1, kTileM, 64);
-  set(kA0, kTileM, kQk), set(kA1, kTileM, kQk);
-  set(kB0, kBRows, kRowBytes), set(kB1, kBRows, kRowBytes);
-  if (tail > 0) set(kATail, tail, kQk), set(kCTail, tail, 64);
-  _tile_loadconfig(&cfg);
-  current = tail;
+  cfg.set(kC0, kTileM, 64), cfg.set(kC1, kTileM, 64);
+  cfg.set(kA0, kTileM, kQk), cfg.set(kA1, kTileM, kQk);
+  cfg.set(kB0, kBRows, kRowBytes), cfg.set(kB1, kBRows, kRowBytes);
+  if (tail > 0) cfg.set(kATail, tail, kQk), cfg.set(kCTail, tail, 64);
+  load_tile_config(cfg);
 }
 
 template <DType T>

@@ -25,6 +25,7 @@
 #include "kernels/matmul_canon.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/packed_kquant_tables.h"
 #include "kernels/x86/packed_prefetch.h"
 
 namespace tessera::kernels::avx512 {
@@ -173,21 +174,6 @@ void packed(const KArgs& k, int64_t r_begin, int64_t r_end) {
       default: break;
     }
   }
-}
-
-// a.xbsums (int32 per 16 activations) as the int16 pairs the vpdpwssd steps read, built once per
-// call and thread (the pieces of one call share it).
-const int32_t* bsum16_pairs(const MatmulArgs& a) {
-  thread_local DerivedTable table;
-  const size_t n = static_cast<size_t>(a.m * (a.cols / 16));
-  return table.get(a, a.cols, (n + 1) / 2, [&](int32_t* t) {
-    auto* buf = reinterpret_cast<int16_t*>(t);
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(buf + i), _mm512_cvtepi32_epi16(_mm512_loadu_si512(a.xbsums + i)));
-    }
-    for (; i < n; ++i) buf[i] = static_cast<int16_t>(a.xbsums[i]);
-  });
 }
 
 // -32 * a.xbsums (Q6_K's weight offset times the activation's per-16 sums, exact:
