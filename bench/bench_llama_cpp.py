@@ -199,7 +199,7 @@ def main():
         bw_text, bw_line = probe(os.path.join(probe_dir, "probe_bandwidth"), ["512", str(t)])
         _, cp_line = probe(os.path.join(probe_dir, "probe_compute"), [str(t)])
         bw[t] = float(re.search(r"([\d.]+) GB/s", bw_text).group(1)) if bw_text else None
-        # The int8 peak at t threads: the VNNI line where the CPU has it, else AVX2 maddubs.
+        # The int8 peak at t threads: the largest int8 line (AMX tiles, VNNI or AVX2 maddubs).
         peaks = re.findall(r"int8 (.+?)\s+([\d.]+) GOP/s\s+\((\d+) threads\)", cp_line or "")
         at_t = [float(g) for kind, g, n in peaks if int(n) == t]
         int8[t] = max(at_t) if at_t else None

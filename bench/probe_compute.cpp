@@ -1,5 +1,6 @@
-// probe_compute: peak f32 FMA GFLOP/s and int8 dot-product GOP/s (AVX-512 VNNI vpdpbusd, else
-// AVX2 maddubs) per thread and for all threads: the compute roof next to probe_bandwidth's.
+// probe_compute: peak f32 FMA GFLOP/s and int8 dot-product GOP/s (AMX-INT8 tdpbssd where the CPU
+// and OS allow the tiles, AVX-512 VNNI vpdpbusd, AVX2 maddubs) per thread and for all threads: the
+// compute roof next to probe_bandwidth's. The int8 peak of a host is its largest int8 line.
 // Usage: probe_compute [threads=all]
 // NOTE(quant): GCC 12's avx512fintrin.h reduce/cast helpers trip -Wuninitialized (their upper
 // halves are undefined on purpose).
@@ -77,6 +78,43 @@ __attribute__((target("avx2"))) double int8_avx2(float* sink) {
   return 2.0 * 32 * 10 * kIters;
 }
 
+// AMX-INT8: C0..C3 (16 x 16 int32) += A0/A1 (16 rows x 64 int8) x B0/B1 (16 rows x 64: K = 64 by
+// 16 columns), the 2 x 2 blocking that keeps the tile unit busy while tiles load; each tdpbssd is
+// 16 x 16 x 64 multiply-adds. The operands stay in the tiles (no loads in the loop): the peak.
+struct alignas(64) AmxConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-int8"), noinline)) double int8_amx(float* sink) {
+  static thread_local AmxConfig cfg;  // static: GCC 12 does not see ldtilecfg read a local
+  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  _tile_loadconfig(&cfg);
+  alignas(64) static thread_local int8_t operand[16 * 64];
+  for (int i = 0; i < 16 * 64; ++i) operand[i] = static_cast<int8_t>(i % 7 - 3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const int64_t steps = kIters / 8;
+  for (int64_t i = 0; i < steps; ++i) {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  alignas(64) static thread_local int32_t c[16 * 16];
+  _tile_stored(0, c, 64);
+  _tile_release();
+  *sink = static_cast<float>(c[0]);
+  return 2.0 * 16 * 16 * 64 * 4 * steps;
+}
+
 double measure(tessera::ThreadPool& pool, double (*fn)(float*)) {
   std::vector<float> sinks(static_cast<size_t>(pool.num_threads()) * 16);
   double ops = 0.0;
@@ -100,6 +138,9 @@ int main(int argc, char** argv) {
     }
     if (f.avx2 && f.fma) {
       fmt::print("probe_compute: f32 fma avx2     {:8.1f} GFLOP/s ({} threads)\n", measure(pool, fma_avx2), threads);
+    }
+    if (tessera::amx_tiles_usable()) {
+      fmt::print("probe_compute: int8 amx tdpbssd {:8.1f} GOP/s   ({} threads)\n", measure(pool, int8_amx), threads);
     }
     if (f.avx512vnni) {
       fmt::print("probe_compute: int8 vnni512     {:8.1f} GOP/s   ({} threads)\n", measure(pool, int8_vnni), threads);
