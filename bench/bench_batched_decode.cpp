@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
   }
   std::printf("B4 batched decode: %s, %d in / %d out, %d threads, kv %s, %d rounds (median (min-max))\n",
               model.c_str(), in, out, threads, kv_dtype.c_str(), rounds);
-  if (!peer_ok) std::printf("llama.cpp peer: unavailable (bench/llama_batched_decode.py failed; see bench/README.md)\n");
+  if (!peer) std::printf("llama.cpp peer: skipped (--no-peer)\n");
+  else if (!peer_ok) std::printf("llama.cpp peer: unavailable (bench/llama_batched_decode.py failed; see bench/README.md)\n");
   std::printf("%4s %26s %10s %26s %22s\n", "B", "tessera decode tok/s", "S(B)/S(1)", "llama.cpp tok/s",
               "tessera/llama.cpp");
   const double s1 = summarize(ours[batches.front()]).median;

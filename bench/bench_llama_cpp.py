@@ -15,7 +15,7 @@ a burst of load from other processes hits both sides alike.
 
 Every figure is printed beside the machine's limits: probe_bandwidth's GB/s (decode streams every
 weight once per token, so achieved GB/s = tok/s x weight bytes) and probe_compute's int8 GOP/s
-(prefill: 2 x the model's parameter count per token, attention left out), as "% of limit". Any
+(prefill: 2 x the weights multiplied per token, attention left out), as "% of limit". Any
 GGUF that both sides load works (--model).
 Ratios are tessera / llama.cpp per round: median and min-max over rounds.
 
@@ -83,7 +83,10 @@ class LlamaSide:
             self.model = L.llama_model_load_from_file(model_path.encode(), mp)
             if not self.model:
                 sys.exit("llama.cpp cannot load " + model_path)
-            self.vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
+            vocab = L.llama_model_get_vocab(self.model)
+            self.vocab = L.llama_vocab_n_tokens(vocab)
+            # The token a tokenized prompt starts with, where the model's tokenizer adds one.
+            self.bos = int(L.llama_vocab_bos(vocab)) if L.llama_vocab_get_add_bos(vocab) else None
             self.n_params = int(L.llama_model_n_params(self.model))
             cp = L.llama_context_default_params()
             cp.n_ctx = n_ctx
@@ -153,6 +156,21 @@ def run_tessera(binary, model, threads, prompt, n_out, extra):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def matmul_params(model_path, fallback):
+    """Weights multiplied per token: every tensor of 2+ dimensions but the token embedding (a row
+    lookup), which counts only where the output projection is tied to it (no output.weight).
+    llama_model_n_params counts every tensor, so a file with both (Qwen2.5's) is 27% over."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return fallback
+    sizes = {t.name: int(t.n_elements) for t in GGUFReader(model_path).tensors if len(t.shape) >= 2}
+    n = sum(v for k, v in sizes.items() if k != "token_embd.weight")
+    if "output.weight" not in sizes:
+        n += sizes.get("token_embd.weight", 0)
+    return n
+
+
 def probe(path, args):
     if not path or not os.path.exists(path):
         return None, "(not built)"
@@ -216,7 +234,10 @@ def main():
     rng = random.Random(a.seed)
     prompt_of = {}
     for n in set(contexts + prefills):
-        prompt_of[n] = [rng.randrange(256, llama.vocab) for _ in range(n)]
+        # BOS first where the tokenizer adds one, as in any real prompt: Gemma 3 without it gives
+        # near-flat logits on random ids, and the check below would compare near-ties.
+        head = [llama.bos] if llama.bos is not None else []
+        prompt_of[n] = head + [rng.randrange(256, llama.vocab) for _ in range(n - len(head))]
 
     # Before timing anything: both sides must read the file alike. Greedy continuations of the same
     # prompt agree token for token until a near-tie (the 8-bit activations round differently).
@@ -258,9 +279,10 @@ def main():
     print(f"# load average at the end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
     print()
     # Fraction of the machine's limit: B1 decode streams every weight once per token (GB/s against
-    # probe_bandwidth); B2 prefill does 2 x n_params int8 operations per token (attention left out;
-    # GOP/s against probe_compute's int8 peak at the same thread count).
-    ops_per_token = 2.0 * llama.n_params
+    # probe_bandwidth); B2 prefill does 2 x (matmul weights) int8 operations per token (attention
+    # left out; GOP/s against probe_compute's int8 peak at the same thread count).
+    n_matmul = matmul_params(a.model, llama.n_params)
+    ops_per_token = 2.0 * n_matmul
     print(f"| case | threads | tessera tok/s | llama.cpp tok/s | ratio median (min-max) | tessera ms/tok | tessera GB/s | llama.cpp GB/s | probe GB/s | tessera GOP/s | int8 peak GOP/s | tessera % of limit | llama.cpp % of limit |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     table = []
@@ -291,7 +313,8 @@ def main():
                       "ratio_max": rhi})
     if weight_bytes:
         print(f"\nweight bytes read per decoded token: {weight_bytes / 1e6:.1f} MB")
-    print(f"parameters: {llama.n_params / 1e6:.1f} M ({ops_per_token / 1e9:.2f} GOP per token)")
+    print(f"parameters: {llama.n_params / 1e6:.1f} M, {n_matmul / 1e6:.1f} M multiplied per token "
+          f"({ops_per_token / 1e9:.2f} GOP per token)")
     if a.json_out:
         with open(a.json_out, "w") as f:
             json.dump({"model": a.model, "threads": thread_counts, "load": load, "probe_gb_per_s": bw,
