@@ -82,16 +82,16 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
   d.spec.draft_model_path = config.draft_model_path;
   d.spec.max_model_len = d.max_model_len;
   d.spec.vocab_size = model.vocab_size;
-  spec::SpeculatorConfig& spc = d.spec.speculator;
+  speculative::SpeculatorConfig& spc = d.spec.speculator;
   spc.num_speculative_tokens = config.num_speculative_tokens;
   // Both wall-clock choices, the guard and the cost model, or neither (tests of exact counts).
   spc.speed_guard = config.speculative_speed_guard;
   spc.cost_model = config.speculative_speed_guard;
-  spec::apply_spec_test_hooks(spc);  // defaults unless a test set them
+  speculative::apply_spec_test_hooks(spc);  // defaults unless a test set them
 
   d.spec.ngram.num_speculative_tokens = config.num_speculative_tokens;
 
-  spec::DraftProposerConfig& dc = d.spec.draft;
+  speculative::DraftProposerConfig& dc = d.spec.draft;
   dc.num_speculative_tokens = config.num_speculative_tokens;
   dc.max_num_seqs = std::max(1, std::min(sc.max_num_seqs, spc.max_batch_for_spec));
   dc.max_num_batched_tokens = std::max(sc.max_num_batched_tokens, dc.max_num_seqs);

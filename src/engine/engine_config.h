@@ -8,7 +8,7 @@
 #include "kv/kv_cache_layout.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
-#include "spec/spec_decoder.h"
+#include "speculative/spec_decoder.h"
 #include "tessera/engine.h"
 #include "util/kv_dtype.h"
 
@@ -29,7 +29,7 @@ struct EngineConfigs {
   RunnerConfig runner;
   // Speculation (EngineConfig::speculative; used when it is not ""): the speculator and the
   // proposer it names.
-  spec::SpecDecoderConfig spec;
+  speculative::SpecDecoderConfig spec;
 };
 
 // The checks that need no model (kInvalidArgument): block size, KV dtype, policy, speculation.

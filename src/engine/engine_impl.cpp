@@ -140,7 +140,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, d.runner);
 
   if (!config.speculative.empty()) {
-    auto spec = spec::SpecDecoder::create(d.spec, *e->model_);  // n-gram or draft model
+    auto spec = speculative::SpecDecoder::create(d.spec, *e->model_);  // n-gram or draft model
     if (!spec) return spec.error();
     e->spec_ = std::move(*spec);
   }

@@ -7,7 +7,7 @@
 //          result  = runner.execute(out)         forward + sampling (+ speculative verification)
 //          updates = scheduler.update_from_output(out, result)
 //          per update: detokenize, stop strings, push RequestOutput to the stream, metrics
-//          spec->after_step: drafts for the next step (speculative decoding, spec/spec_decoder.h)
+//          spec->after_step: drafts for the next step (speculative decoding, speculative/spec_decoder.h)
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -21,7 +21,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_requests.h"
 #include "grammar/compiled_grammar.h"
-#include "spec/spec_decoder.h"
+#include "speculative/spec_decoder.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "runner/model_runner.h"
@@ -65,7 +65,7 @@ class EngineImpl final : public Engine {
                       const std::vector<sched::RequestUpdate>& updates, std::vector<int64_t>& finished,
                       std::vector<std::pair<int64_t, int64_t>>& decoding);
   // The sequences still decoding as the SpecDecoder reads them (spans into requests_).
-  std::vector<spec::SpecSequence> spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
+  std::vector<speculative::SpecSequence> spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
                                                  const std::vector<sched::RequestUpdate>& updates) const;
   void finish_request_state(ActiveRequest& req);
   // Ends every sample of `req` not yet finished with a final event (reason, error text, counts):
@@ -96,7 +96,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<spec::SpecDecoder> spec_;  // speculative decoding; null when off
+  std::unique_ptr<speculative::SpecDecoder> spec_;  // speculative decoding; null when off
   std::vector<int32_t> eos_ids_;
 
   // Engine-thread state.

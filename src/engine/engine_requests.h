@@ -12,7 +12,7 @@
 #include "runner/model_runner.h"
 #include "sample/rng.h"
 #include "sched/request.h"
-#include "spec/spec_decoder.h"
+#include "speculative/spec_decoder.h"
 #include "tessera/engine.h"
 #include "tokenizer/tokenizer.h"
 #include "util/timer.h"

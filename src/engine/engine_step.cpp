@@ -61,8 +61,8 @@ bool EngineImpl::step() {
   handle_updates(out, result, updates, finished, decoding);
   if (spec_) {
     // Speculation's one call per step: verifications, forgetting, drafts for the next step, timing.
-    const std::vector<spec::SpecSequence> sequences = spec_sequences(decoding, updates);
-    const spec::SpecStepStats st = spec_->after_step(
+    const std::vector<speculative::SpecSequence> sequences = spec_sequences(decoding, updates);
+    const speculative::SpecStepStats st = spec_->after_step(
         {&out, result.num_accepted_drafts, result.sampled.sampled_token_ids, updates, finished, sequences,
          step_start},
         *scheduler_, runner_->pool());
@@ -115,9 +115,9 @@ void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, cons
   }
 }
 
-std::vector<spec::SpecSequence> EngineImpl::spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
+std::vector<speculative::SpecSequence> EngineImpl::spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
                                                           const std::vector<sched::RequestUpdate>& updates) const {
-  std::vector<spec::SpecSequence> sequences;
+  std::vector<speculative::SpecSequence> sequences;
   sequences.reserve(decoding.size());
   for (const auto& [seq_id, request_id] : decoding) {
     auto it = requests_.find(request_id);
@@ -240,7 +240,7 @@ void EngineImpl::publish_metrics() {
   const sched::SchedulerStats st = scheduler_->stats();
   MetricsSnapshot& m = live_metrics_;
   if (spec_) {
-    const spec::SpecCostModel& costs = spec_->costs();
+    const speculative::SpecCostModel& costs = spec_->costs();
     m.spec_step_seconds.resize(static_cast<size_t>(std::max(0, config_.num_speculative_tokens)) + 2);
     for (size_t n = 1; n < m.spec_step_seconds.size(); ++n) {
       m.spec_step_seconds[n] = costs.measured_target_step_seconds(static_cast<int32_t>(n));

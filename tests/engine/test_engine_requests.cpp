@@ -64,7 +64,7 @@ TEST(EngineRequests, PromptIsStoredOncePerRequestAndSharedByItsSamples) {
     EXPECT_EQ(r->prompt->data(), prompt_data) << "sample " << u.sample_index;
     EXPECT_EQ(r->num_tokens(), 11);
     req->samples[static_cast<size_t>(u.sample_index)].output_ids = u.new_token_ids;
-    const spec::SpecSequence seq = spec_sequence_of(*req, u.seq_id, u.sample_index);
+    const speculative::SpecSequence seq = spec_sequence_of(*req, u.seq_id, u.sample_index);
     EXPECT_EQ(seq.prompt.data(), prompt_data);  // the proposers read the same ids
     EXPECT_EQ(seq.output.size(), 1u);
   }

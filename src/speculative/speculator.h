@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "sample/rng.h"
-#include "spec/ngram_proposer.h"
-#include "spec/spec_cost_model.h"
+#include "speculative/ngram_proposer.h"
+#include "speculative/spec_cost_model.h"
 
 namespace tessera::spec {
 

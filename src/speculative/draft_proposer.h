@@ -48,7 +48,7 @@
 #include "model/llama_model.h"
 #include "sample/rng.h"
 #include "sample/sampler.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 #include "tessera/engine_defaults.h"
 #include "tessera/sampling_params.h"
 #include "util/kv_dtype.h"

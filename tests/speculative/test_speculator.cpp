@@ -2,7 +2,7 @@
 // batch-size cut-off, and the wall-clock guard that switches speculation off when it does not pay.
 #include <gtest/gtest.h>
 
-#include "spec/speculator.h"
+#include "speculative/speculator.h"
 
 namespace tessera::spec {
 namespace {

@@ -1,5 +1,5 @@
 // N-gram (prompt lookup) proposer: see ngram_proposer.h.
-#include "spec/ngram_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 #include <algorithm>
 #include <chrono>

@@ -24,7 +24,7 @@
 
 #include "engine_harness.h"
 #include "sample/rejection_sampler.h"
-#include "spec/speculator.h"
+#include "speculative/speculator.h"
 
 namespace tessera {
 namespace {
@@ -255,13 +255,13 @@ class FormulaAgreement : public ::testing::TestWithParam<FormulaCase> {};
 
 TEST_P(FormulaAgreement, MeasuredTokensPerStepMatch) {
   const FormulaCase c = GetParam();
-  spec::SpecTestHooks hooks;
+  speculative::SpecTestHooks hooks;
   hooks.fixed_k = true;  // no adaptive k, no back-off: every step proposes exactly k
   hooks.draft_keep_probability = c.keep;
   hooks.seed = 77 + static_cast<uint64_t>(c.k);
-  spec::set_spec_test_hooks(hooks);
+  speculative::set_spec_test_hooks(hooks);
   struct Reset {
-    ~Reset() { spec::set_spec_test_hooks({}); }
+    ~Reset() { speculative::set_spec_test_hooks({}); }
   } reset;
   std::vector<std::vector<int32_t>> prompts;
   for (const char* t : {"Once upon a time", "Lily and Ben went to the park.", "The cat sat on the mat. The cat",

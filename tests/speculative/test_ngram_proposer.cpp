@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "spec/ngram_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 namespace tessera::spec {
 namespace {

@@ -1,5 +1,5 @@
 // SpecCostModel: see spec_cost_model.h.
-#include "spec/spec_cost_model.h"
+#include "speculative/spec_cost_model.h"
 
 #include <algorithm>
 #include <cmath>

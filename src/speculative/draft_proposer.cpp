@@ -1,5 +1,5 @@
 // DraftProposer: see draft_proposer.h.
-#include "spec/draft_proposer.h"
+#include "speculative/draft_proposer.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // SpecDecoder: see spec_decoder.h.
-#include "spec/spec_decoder.h"
+#include "speculative/spec_decoder.h"
 
 #include <algorithm>
 

@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 #include "tessera/engine_defaults.h"
 #include "util/status.h"
 

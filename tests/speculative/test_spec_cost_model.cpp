@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "spec/speculator.h"
+#include "speculative/speculator.h"
 
 namespace tessera::spec {
 namespace {

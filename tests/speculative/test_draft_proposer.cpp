@@ -9,7 +9,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "spec/draft_proposer.h"
+#include "speculative/draft_proposer.h"
 
 namespace tessera::spec {
 namespace {

@@ -1,4 +1,4 @@
-#include "spec/speculator.h"
+#include "speculative/speculator.h"
 
 #include <algorithm>
 #include <mutex>
