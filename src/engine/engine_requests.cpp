@@ -23,7 +23,7 @@ SequenceSampling sampling_view_of(const ActiveRequest& req, int32_t sample_index
   return ss;
 }
 
-spec::SpecSequence spec_sequence_of(const ActiveRequest& req, int64_t seq_id, int32_t sample_index) {
+speculative::SpecSequence spec_sequence_of(const ActiveRequest& req, int64_t seq_id, int32_t sample_index) {
   return {seq_id, *req.prompt, req.samples[static_cast<size_t>(sample_index)].output_ids, &req.params,
           req.cache_extra_key};
 }

@@ -54,7 +54,7 @@ struct ActiveRequest {
 sched::NewRequest scheduler_request_of(const ActiveRequest& req, std::vector<int32_t> eos_token_ids,
                                        std::string cache_salt);
 SequenceSampling sampling_view_of(const ActiveRequest& req, int32_t sample_index);
-spec::SpecSequence spec_sequence_of(const ActiveRequest& req, int64_t seq_id, int32_t sample_index);
+speculative::SpecSequence spec_sequence_of(const ActiveRequest& req, int64_t seq_id, int32_t sample_index);
 
 // The vocabulary as the grammar engine sees it (engine_grammar.cpp): each token's bytes (none
 // for control tokens) and the end-of-generation ids.

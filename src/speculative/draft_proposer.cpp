@@ -7,7 +7,7 @@
 
 #include "util/check.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 namespace {
 
@@ -321,4 +321,4 @@ int32_t DraftProposer::num_catch_up(const DraftRequest& request) {
   return std::max(0, num_total - num_reusable(request) - 2);
 }
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

@@ -55,7 +55,7 @@
 #include "util/status.h"
 #include "util/thread_pool.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 struct DraftProposerConfig {
   int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k at most per sequence and step
@@ -169,4 +169,4 @@ class DraftProposer final : public Proposer {
   std::vector<float> probs_row_;            // [vocab]
 };
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

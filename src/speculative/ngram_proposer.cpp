@@ -6,7 +6,7 @@
 
 #include "util/check.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 Status validate_ngram_config(const NgramConfig& c) {
   if (c.min_n < 1 || c.max_n < c.min_n) {
@@ -108,4 +108,4 @@ void NgramProposer::propose_batch(std::span<const DraftRequest> requests, Thread
   last_cost_.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

@@ -25,7 +25,7 @@
 #include "tessera/engine_defaults.h"
 #include "util/status.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 enum class MatchPolicy {
   kLatest,    // most recent earlier occurrence (default)
@@ -72,4 +72,4 @@ class NgramProposer final : public Proposer {
 std::vector<int32_t> propose_ngram_ref(const NgramConfig& config,
                                        std::span<const int32_t> tokens);
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

@@ -10,7 +10,7 @@
 #include "tessera/sampling_params.h"
 #include "util/thread_pool.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 // One speculating sequence of a step. Spans point into the engine's request state.
 struct DraftRequest {
@@ -52,4 +52,4 @@ class Proposer {
   virtual void release(int64_t seq_id) = 0;
 };
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

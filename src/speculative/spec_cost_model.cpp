@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 double expected_tokens(double alpha, int32_t k) {
   if (k <= 0 || alpha <= 0.0) return 1.0;
@@ -90,4 +90,4 @@ SpecCostModel::Choice SpecCostModel::best_single(int32_t num_seqs, double alpha,
   return best;
 }
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

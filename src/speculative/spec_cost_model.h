@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <span>
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 struct SpecCostConfig {
   double ema_weight = 0.2;         // weight of the newest sample in every time EMA
@@ -84,4 +84,4 @@ class SpecCostModel {
 // E(α, k): expected tokens of a verification with k drafts (1 when k = 0).
 double expected_tokens(double alpha, int32_t k);
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

@@ -5,7 +5,7 @@
 
 #include "util/check.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -193,4 +193,4 @@ void SpecDecoder::draft(const SpecStep& step, sched::Scheduler& scheduler, Threa
   }
 }
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

@@ -37,7 +37,7 @@
 #include "util/status.h"
 #include "util/thread_pool.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 struct SpecDecoderConfig {
   std::string proposer;                  // "ngram" | "draft"
@@ -124,4 +124,4 @@ class SpecDecoder {
   std::vector<DraftResult> results_;
 };
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

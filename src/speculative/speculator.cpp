@@ -5,7 +5,7 @@
 
 #include "util/check.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 namespace {
 std::mutex g_hooks_mutex;
@@ -290,4 +290,4 @@ double Speculator::alpha(int64_t seq_id) const {
   return it == seqs_.end() ? global_alpha() : it->second.accepted / it->second.tested;
 }
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

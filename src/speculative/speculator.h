@@ -40,7 +40,7 @@
 #include "speculative/ngram_proposer.h"
 #include "speculative/spec_cost_model.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 
 struct SpeculatorConfig {
   int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k at most
@@ -190,4 +190,4 @@ class Speculator {
   std::vector<int32_t> plan_drafts_;
 };
 
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

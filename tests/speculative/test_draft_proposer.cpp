@@ -11,7 +11,7 @@
 
 #include "speculative/draft_proposer.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 namespace {
 
 const std::string kStories = TESSERA_TESTDATA_DIR "/models/stories260K.gguf";
@@ -230,4 +230,4 @@ TEST(DraftVocab, MissingFileIsAnError) {
 }
 
 }  // namespace
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

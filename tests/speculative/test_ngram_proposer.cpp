@@ -8,7 +8,7 @@
 
 #include "speculative/ngram_proposer.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 namespace {
 
 using Tokens = std::vector<int32_t>;
@@ -136,4 +136,4 @@ TEST(NgramProposer, ProposeBatchMatchesProposePerRequest) {
 }
 
 }  // namespace
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

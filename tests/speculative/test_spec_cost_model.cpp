@@ -7,7 +7,7 @@
 
 #include "speculative/speculator.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 namespace {
 
 constexpr double kMs = 1e-3;
@@ -180,4 +180,4 @@ TEST(SpeculatorPlan, SequencesOfABatchArePlannedTogether) {
 }
 
 }  // namespace
-}  // namespace tessera::spec
+}  // namespace tessera::speculative

@@ -4,7 +4,7 @@
 
 #include "speculative/speculator.h"
 
-namespace tessera::spec {
+namespace tessera::speculative {
 namespace {
 
 SpeculatorConfig config_without_guard() {
@@ -168,4 +168,4 @@ TEST(Speculator, DraftCatchUpMustPayBack) {
 }
 
 }  // namespace
-}  // namespace tessera::spec
+}  // namespace tessera::speculative
