@@ -6,6 +6,8 @@
 //   /v1/models, /v1/models/{id}              GET    at once
 //   /health, /metrics                        GET    at once
 //   /v1/loads, /loads, /server_info, /version GET   at once (backend_contract.h)
+//   /, /index.html                           GET    at once: the chat page (webui.h), without
+//                                                   the API key and while the model loads
 // A known route with another method is a 405, anything else a 404. The request body is read as
 // JSON whatever its Content-Type says (curl -d sends application/x-www-form-urlencoded), as vLLM
 // and llama.cpp do.
@@ -16,6 +18,7 @@
 
 #include "server/protocol_response.h"
 #include "server/server_state.h"
+#include "server/webui.h"
 
 namespace tessera::server {
 namespace {
@@ -145,6 +148,15 @@ std::string HttpRequest::header(std::string_view name) const {
 Routed route(ServerState& state, const HttpRequest& req) {
   state.num_http_requests.fetch_add(1);
   const std::string& path = req.path;
+  // The chat page holds no secret and asks for the key itself (on the API's 401), so it is served
+  // before the key check; and before the ready check, so it can show that the model is loading.
+  if (state.config.webui && (path == "/" || path == "/index.html")) {
+    if (req.method == "GET") return now(webui_response());
+    HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
+                                       fmt::format("Method {} is not allowed on {}", req.method, path), ""});
+    res.headers.emplace_back("Allow", "GET");
+    return now(std::move(res));
+  }
   const bool open_route = path == "/health" || (path == "/metrics" && state.config.metrics_without_key);
   if (!state.config.api_key.empty() && !open_route) {
     const std::string auth = req.header("Authorization");
