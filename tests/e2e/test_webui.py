@@ -295,6 +295,37 @@ def test_markdown_renderer_escapes_then_formats(server, browser):
         assert b.execute_script("return renderMarkdown(arguments[0])", text) == want, text
 
 
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def test_tool_calls_from_the_tools_field(server, browser):
+    import json
+    from selenium.webdriver.support.ui import Select
+    b = browser
+    open_page(b, server.base)
+    set_field(b, "temperature", "0")
+    set_field(b, "max_tokens", "60")
+    set_field(b, "tools", json.dumps([WEATHER_TOOL]))
+    Select(by_id(b, "tool_choice")).select_by_visible_text("required")
+    question = "What is the weather in Paris?"
+    box = send(b, question)
+    wait_done(b, box)
+    status, want = http(server.base, "POST", "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": question}], "temperature": 0, "max_tokens": 60,
+                         "tools": [WEATHER_TOOL], "tool_choice": "required"})
+    assert status == 200, want
+    call = want["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "get_weather"
+    shown = [e.text for e in box.find_elements("css selector", ".tool-calls pre")]
+    assert shown == [f"{call['name']}({call['arguments']})"]
+    assert box.find_element("css selector", ".stats").text.endswith(" · tool_calls")
+    # The call is part of the conversation: the next turn sends it back and is answered.
+    Select(by_id(b, "tool_choice")).select_by_visible_text("none")
+    assert len(wait_done(b, send(b, "Thanks. Say OK."))) > 0
+
+
 def test_reasoning_and_tool_calls_are_shown(server, browser):
     # SmolLM2 writes neither, so the page's own chunk handler is fed the deltas a reasoning model
     # and a tool call stream send (the shapes of chat_output.cpp), split mid-word as the server may.
