@@ -138,13 +138,13 @@ def test_page_shows_the_model_and_streams_an_answer(server, browser):
     assert not by_id(b, "keybox").is_displayed()  # no API key on this server: never asked
     set_field(b, "temperature", "0")
     set_field(b, "max_tokens", "64")
-    # Record the rendered answer's length at every DOM change, to see it grow while streaming.
+    # Record the answer's length (its raw text, updated with each render) at every change, to see it
+    # grow while streaming.
     b.execute_script("""
         window.__lengths = [];
-        new MutationObserver(() => {
-          const a = document.querySelector('#messages .msg.assistant .content');
-          if (a) window.__lengths.push(a.textContent.length);
-        }).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});""")
+        new MutationObserver((records) => {
+          for (const r of records) window.__lengths.push((r.target.dataset.raw || '').length);
+        }).observe(document.getElementById('messages'), {subtree: true, attributeFilter: ['data-raw']});""")
     prompt = "Write a long story about a dragon who learns to cook."
     box = send(b, prompt)
     assert by_id(b, "stop").is_enabled() and not by_id(b, "send").is_enabled()
