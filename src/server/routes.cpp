@@ -118,6 +118,14 @@ BlockingHandler blocking(ServerState& state, HttpResponse (*fn)(ServerState&, co
 
 Routed now(HttpResponse response) { return Routed{std::move(response), nullptr}; }
 
+// 405 with the Allow header naming the one method `path` takes.
+Routed method_not_allowed(const HttpRequest& req, const char* allow) {
+  HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
+                                     fmt::format("Method {} is not allowed on {}", req.method, req.path), ""});
+  res.headers.emplace_back("Allow", allow);
+  return now(std::move(res));
+}
+
 }  // namespace
 
 HttpResponse json_response(std::string body) {
@@ -151,11 +159,7 @@ Routed route(ServerState& state, const HttpRequest& req) {
   // The chat page holds no secret and asks for the key itself (on the API's 401), so it is served
   // before the key check; and before the ready check, so it can show that the model is loading.
   if (state.config.webui && (path == "/" || path == "/index.html")) {
-    if (req.method == "GET") return now(webui_response());
-    HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
-                                       fmt::format("Method {} is not allowed on {}", req.method, path), ""});
-    res.headers.emplace_back("Allow", "GET");
-    return now(std::move(res));
+    return req.method == "GET" ? now(webui_response()) : method_not_allowed(req, "GET");
   }
   const bool open_route = path == "/health" || (path == "/metrics" && state.config.metrics_without_key);
   if (!state.config.api_key.empty() && !open_route) {
@@ -217,12 +221,7 @@ Routed route(ServerState& state, const HttpRequest& req) {
     }
     want = "GET";
   }
-  if (want != nullptr) {
-    HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
-                                       fmt::format("Method {} is not allowed on {}", req.method, path), ""});
-    res.headers.emplace_back("Allow", want);
-    return now(std::move(res));
-  }
+  if (want != nullptr) return method_not_allowed(req, want);
   return now(error_response({ErrorType::kNotFound, fmt::format("Unknown route: {} {}", req.method, path), ""}));
 }
 
