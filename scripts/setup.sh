@@ -67,6 +67,19 @@ if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack, rfc3986_vali
     | grep -v -i "warning" || true
 fi
 
+# The chat page's tests (tests/e2e/test_webui.py) drive Debian's Chromium headless through Selenium
+# (chromedriver from chromium-driver: no driver download is reachable).
+if ! command -v chromium >/dev/null 2>&1 || [ ! -x /usr/bin/chromedriver ]; then
+  echo "setup: installing chromium and chromium-driver (the chat page's browser tests)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+if ! "$PYTHON" -c "import selenium" 2>/dev/null; then
+  echo "setup: installing selenium (the chat page's browser tests)"
+  "$PYTHON" -m pip install -q selenium
+  "$PYTHON" -c "import selenium" || { echo "setup: error: selenium did not install" >&2; exit 1; }
+fi
+
 # The gateway tests (tests/e2e/test_cluster.py) and scripts/cluster.sh run SMG, the SGLang model
 # gateway (a Rust binary in a PyPI wheel).
 if ! command -v smg >/dev/null 2>&1; then

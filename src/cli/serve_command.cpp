@@ -43,7 +43,7 @@ namespace fs = std::filesystem;
 
 int serve_main(int argc, char** argv) {
   CLI::App app{"OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, "
-               "/health, /metrics, /tokenize, /detokenize"};
+               "/health, /metrics, /tokenize, /detokenize; a chat page at /"};
   app.name(argc > 0 ? argv[0] : "tessera serve");
   EngineConfig ec;
   server::ServerConfig sc;
@@ -58,6 +58,8 @@ int serve_main(int argc, char** argv) {
   std::string api_key_file;
   app.add_option("--api-key-file", api_key_file, "read the API key from this file (keeps it out of the process list)");
   app.add_flag("--public-metrics", sc.metrics_without_key, "serve /metrics without the API key (for a scraper)");
+  bool no_webui = false;
+  app.add_flag("--no-webui", no_webui, "do not serve the chat page at / (then / is a 404)");
   app.add_option("--served-model-name", sc.served_model_name, "model name clients use (default: the GGUF file's stem)");
   add_engine_flags(app, ec, kv_cache_text);
   app.add_option("--max-body-bytes", max_body_bytes, "largest request body accepted (413 past it)")->check(CLI::PositiveNumber);
@@ -83,6 +85,7 @@ int serve_main(int argc, char** argv) {
     return app.exit(e);
   }
   sc.max_body_bytes = static_cast<size_t>(max_body_bytes);
+  sc.webui = !no_webui;
   if (!api_key_file.empty()) {
     std::ifstream in(api_key_file);
     std::string key;
@@ -130,7 +133,7 @@ int serve_main(int argc, char** argv) {
     return 2;
   }
   std::fprintf(stderr, "tessera serve: listening on http://%s:%d%s; loading %s\n", sc.host.c_str(), port.value(),
-               sc.api_key.empty() ? "" : " (API key required on every route but /health)", ec.model_path.c_str());
+               sc.api_key.empty() ? "" : " (API key required on every route but /health and the chat page)", ec.model_path.c_str());
   if (kv_publisher) {
     if (kv_events_instance.empty()) kv_events_instance = sc.host + ":" + std::to_string(port.value());
     const std::string topic = kv_events::event_topic(kv_events_instance, sc.served_model_name);
@@ -192,6 +195,7 @@ int serve_main(int argc, char** argv) {
   std::fprintf(stderr, "tessera serve: model %s as '%s' (context %d, %d KV blocks of %d tokens); ready\n",
                ec.model_path.c_str(), sc.served_model_name.c_str(), info.context_length, info.num_kv_blocks,
                info.block_size);
+  if (sc.webui) std::fprintf(stderr, "tessera serve: chat page at http://%s:%d/\n", sc.host.c_str(), port.value());
   std::fflush(stderr);
 
   listener.join();

@@ -5,6 +5,7 @@
 //   GET  /health, /metrics                        liveness, Prometheus text (tessera: and vllm: series)
 //   GET  /v1/loads, /loads, /server_info, /version what a gateway reads (backend_contract.h)
 //   POST /tokenize, /detokenize, /apply-template  the model's tokenizer and chat template
+//   GET  /, /index.html                           the chat page (webui.h; no API key needed)
 //
 // Threads: num_io_threads run every connection with asynchronous I/O, so an idle, slow or
 // half-sent connection holds no thread; requests on one connection are answered in order
@@ -14,8 +15,9 @@
 // request runs (noticed by a read kept pending on the socket, or a failed write) has its engine
 // request aborted within one poll. Limits: headers within header_timeout_ms, 16 KiB and 100
 // fields (431), bodies within max_body_bytes for every framing (413, before the body is buffered).
-// With an api_key every request but GET /health (and /metrics when metrics_without_key) needs
-// "Authorization: Bearer <key>". Every error leaves through the one table in api_error.h.
+// With an api_key every request but GET /health, the chat page (and /metrics when
+// metrics_without_key) needs "Authorization: Bearer <key>". Every error leaves through the one
+// table in api_error.h.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -32,9 +34,10 @@ namespace tessera::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";       // loopback unless told otherwise
   int32_t port = 8000;                  // 0 = any free port (see HttpServer::bind)
-  std::string api_key;                  // "" = no authentication; else required on every route but /health
+  std::string api_key;                  // "" = no authentication; else required on every route but /health and /
   bool metrics_without_key = false;     // /metrics open even with an api_key (a scraper without the key)
   std::string served_model_name;        // the only model name requests may use
+  bool webui = true;                    // GET / serves the chat page (webui.h); off: / is a 404
   size_t max_body_bytes = 8u << 20;     // larger bodies get 413
   int32_t max_queued_requests = 256;    // generate requests in flight; 429 past it
   int32_t num_http_threads = 320;       // handler threads at most, started on demand (a generate request

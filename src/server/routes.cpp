@@ -6,6 +6,8 @@
 //   /v1/models, /v1/models/{id}              GET    at once
 //   /health, /metrics                        GET    at once
 //   /v1/loads, /loads, /server_info, /version GET   at once (backend_contract.h)
+//   /, /index.html                           GET    at once: the chat page (webui.h), without
+//                                                   the API key and while the model loads
 // A known route with another method is a 405, anything else a 404. The request body is read as
 // JSON whatever its Content-Type says (curl -d sends application/x-www-form-urlencoded), as vLLM
 // and llama.cpp do.
@@ -16,6 +18,7 @@
 
 #include "server/protocol_response.h"
 #include "server/server_state.h"
+#include "server/webui.h"
 
 namespace tessera::server {
 namespace {
@@ -115,6 +118,14 @@ BlockingHandler blocking(ServerState& state, HttpResponse (*fn)(ServerState&, co
 
 Routed now(HttpResponse response) { return Routed{std::move(response), nullptr}; }
 
+// 405 with the Allow header naming the one method `path` takes.
+Routed method_not_allowed(const HttpRequest& req, const char* allow) {
+  HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
+                                     fmt::format("Method {} is not allowed on {}", req.method, req.path), ""});
+  res.headers.emplace_back("Allow", allow);
+  return now(std::move(res));
+}
+
 }  // namespace
 
 HttpResponse json_response(std::string body) {
@@ -145,6 +156,11 @@ std::string HttpRequest::header(std::string_view name) const {
 Routed route(ServerState& state, const HttpRequest& req) {
   state.num_http_requests.fetch_add(1);
   const std::string& path = req.path;
+  // The chat page holds no secret and asks for the key itself (on the API's 401), so it is served
+  // before the key check; and before the ready check, so it can show that the model is loading.
+  if (state.config.webui && (path == "/" || path == "/index.html")) {
+    return req.method == "GET" ? now(webui_response()) : method_not_allowed(req, "GET");
+  }
   const bool open_route = path == "/health" || (path == "/metrics" && state.config.metrics_without_key);
   if (!state.config.api_key.empty() && !open_route) {
     const std::string auth = req.header("Authorization");
@@ -205,12 +221,7 @@ Routed route(ServerState& state, const HttpRequest& req) {
     }
     want = "GET";
   }
-  if (want != nullptr) {
-    HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
-                                       fmt::format("Method {} is not allowed on {}", req.method, path), ""});
-    res.headers.emplace_back("Allow", want);
-    return now(std::move(res));
-  }
+  if (want != nullptr) return method_not_allowed(req, want);
   return now(error_response({ErrorType::kNotFound, fmt::format("Unknown route: {} {}", req.method, path), ""}));
 }
 
