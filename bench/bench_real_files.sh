@@ -26,12 +26,16 @@ fi
 isa=$(grep -o -w -E 'avx512f|avx512_vnni|avx2|amx_tile|amx_int8' /proc/cpuinfo | sort -u | tr '\n' ' ')
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus, isa: ${isa}"
 echo "commit: $(git rev-parse --short HEAD), start $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+# Progress: "[k/N]" on each part (N = 2 per model), and each part prints a line per round.
+step=0; steps=$(( ${#models[@]} * 2 ))
 for model in "${models[@]}"; do
-  echo; echo "=== ${model}: B1/B2 (bench_llama_cpp.py, ${rounds} rounds)"
+  step=$((step + 1))
+  echo; echo "=== [${step}/${steps}] $(date -u +%T) ${model}: B1/B2 (bench_llama_cpp.py, ${rounds} rounds)"
   python3 bench/bench_llama_cpp.py --tessera "${build}/src/cli/tessera" --model "${model}" --threads 2 \
     --rounds "${rounds}" --probe-dir "${build}/bench"
   echo "load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo; echo "=== ${model}: B4 (bench_batched_decode, 128 in / ${out_len} out, ${rounds} rounds)"
+  step=$((step + 1))
+  echo; echo "=== [${step}/${steps}] $(date -u +%T) ${model}: B4 (bench_batched_decode, 128 in / ${out_len} out, ${rounds} rounds)"
   "${build}/bench/bench_batched_decode" --model "${model}" --rounds "${rounds}" --threads 2 \
     --batches 1,4,16,32 --output-len "${out_len}"
   echo "load $(cut -d' ' -f1-3 /proc/loadavg)"

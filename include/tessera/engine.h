@@ -94,6 +94,12 @@ struct ModelInfo {
   // Scheduling in force.
   int32_t max_num_seqs = 0;               // sequences in one step at most (max running requests)
   int32_t max_num_batched_tokens = 0;     // tokens in one step at most
+  // Sampling for a request that sets none of its knobs (`run`, `chat`, the server's omitted
+  // fields): the model file's general.sampling.* recommendations (temp, top_k, top_p, min_p,
+  // penalty_repeat) where it carries them, else defaults::kTemperature etc. (llama.cpp's). Only those
+  // five fields differ from SamplingParams{}. Temperature 0 still means greedy.
+  SamplingParams default_sampling;
+  std::string default_sampling_source;    // "model file", "model file + llama.cpp defaults", "llama.cpp defaults"
 };
 
 // A chat as the OpenAI API sends it, for the model's own chat template. JSON text: the server

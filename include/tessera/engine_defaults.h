@@ -14,4 +14,13 @@ inline constexpr int32_t kBlockSize = 16;             // token slots per KV bloc
 inline constexpr int32_t kNumSpeculativeTokens = 4;   // k, draft tokens per sequence and step at most
 inline constexpr int32_t kMaxSamplesPerRequest = 16;  // n at most (parallel sampling)
 
+// Sampling when neither the request nor the model file says otherwise: llama.cpp's defaults
+// (common/common.h), the settings most GGUF users know. A file's general.sampling.* keys override
+// each one it carries (ModelInfo::default_sampling).
+inline constexpr float kTemperature = 0.8f;
+inline constexpr int32_t kTopK = 40;
+inline constexpr float kTopP = 0.95f;
+inline constexpr float kMinP = 0.05f;
+inline constexpr float kRepetitionPenalty = 1.0f;
+
 }  // namespace tessera::defaults

@@ -24,6 +24,7 @@
 #include "cli/chat_session.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/progress.h"
 #include "server/reasoning.h"
 #include "util/timer.h"
 
@@ -128,7 +129,7 @@ bool answer_turn(Engine& e, ChatSession& s, const Ui& ui, const std::string& use
     return drop_turn("the conversation (" + std::to_string(num_prompt) + " tokens) fills the context of " +
                      std::to_string(info.context_length) + " tokens: /clear starts over");
   }
-  SamplingParams params = s.params;
+  SamplingParams params = s.params();
   params.n = 1;
   params.max_tokens = s.max_tokens > 0 ? std::min(s.max_tokens, room) : room;
   g_interrupted.store(false);  // a Ctrl-C typed before the answer began is not meant for it
@@ -192,20 +193,13 @@ int chat_main(int argc, char** argv) {
   EngineConfig config;
   std::string kv_cache_text;
   add_engine_flags(app, config, kv_cache_text);
-  std::string system;
-  SamplingParams flags;
-  int32_t max_tokens = 0;
-  uint64_t seed = 0;
+  ChatSession s;  // the flags go straight into it; the model's defaults come after the load
   bool hide_think = false;
   Ui ui;
-  app.add_option("--system", system, "system prompt");
-  app.add_option("-n,--max-tokens", max_tokens, "answer tokens at most (default 0: up to the end of the context)");
-  app.add_option("--temperature", flags.temperature, "0 = greedy (default: the model's recommended sampling)");
-  app.add_option("--top-k", flags.top_k);
-  app.add_option("--top-p", flags.top_p);
-  app.add_option("--min-p", flags.min_p);
-  app.add_option("--repetition-penalty", flags.repetition_penalty);
-  app.add_option("--seed", seed, "sampling seed");
+  app.add_option("--system", s.system, "system prompt");
+  app.add_option("-n,--max-tokens", s.max_tokens, "answer tokens at most (default 0: up to the end of the context)")
+      ->check(CLI::NonNegativeNumber);
+  add_sampling_flags(app, s.sampling);
   app.add_flag("--hide-think", hide_think, "hide the <think> reasoning of reasoning models (/set think hide)");
   app.add_flag("--show-prompt", ui.show_prompt, "print each rendered prompt (the chat template's text) on stderr");
   app.add_flag("-v,--verbose", ui.verbose, "start-up summary, rendered prompts and a stats line per answer (stderr)");
@@ -223,6 +217,7 @@ int chat_main(int argc, char** argv) {
   const char* no_color = std::getenv("NO_COLOR");
   ui.color = ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
   config.verbose = ui.verbose;
+  config.on_load_progress = load_progress_reporter(config.model_path);
 
   // SIGINT reaches this thread only: blocked before the engine starts its threads.
   sigset_t sigint;
@@ -247,18 +242,10 @@ int chat_main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   pthread_sigmask(SIG_UNBLOCK, &sigint, nullptr);
 
-  ChatSession s;
-  s.system = system;
-  s.params = e.model_info().default_sampling;  // the model's recommended sampling; flags override
-  if (app.count("--temperature")) s.params.temperature = flags.temperature;
-  if (app.count("--top-k")) s.params.top_k = flags.top_k;
-  if (app.count("--top-p")) s.params.top_p = flags.top_p;
-  if (app.count("--min-p")) s.params.min_p = flags.min_p;
-  if (app.count("--repetition-penalty")) s.params.repetition_penalty = flags.repetition_penalty;
-  if (app.count("--seed")) s.params.seed = seed;
-  s.max_tokens = max_tokens;
+  s.defaults = e.model_info().default_sampling;  // the model's recommendation; flags and /set override
   s.think = hide_think ? ThinkMode::kHide : ThinkMode::kShow;
 
+  if (ui.verbose) std::fprintf(stderr, "sampling: %s\n", describe_sampling(s.params()).c_str());
   if (ui.interactive) {
     note(ui, "tessera chat: " + e.model_info().name + ", " + std::to_string(e.model_info().context_length) +
                  " tokens of context. /help for commands, Ctrl-D or /bye to leave.");

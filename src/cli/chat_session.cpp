@@ -3,11 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -20,9 +17,10 @@ const char* const kChatHelp =
     "  /help                    this text\n"
     "  /clear                   forget the conversation (the system prompt stays)\n"
     "  /system TEXT             set the system prompt (/system alone removes it)\n"
-    "  /set NAME VALUE          temperature, top_k, top_p, min_p, repetition_penalty, max_tokens\n"
-    "                           (0 = up to the end of the context), seed (none = a fresh one),\n"
-    "                           think (show | hide); /set alone lists them\n"
+    "  /set NAME VALUE          temperature, top_k, top_p, min_p, repetition_penalty,\n"
+    "                           presence_penalty, frequency_penalty, seed (none = the engine's),\n"
+    "                           max_tokens (0 = up to the end of the context), think (show | hide);\n"
+    "                           /set alone lists them\n"
     "  /save FILE, /load FILE   the conversation as a JSON array of {\"role\", \"content\"} messages\n"
     "  /stats                   tokens, TTFT and tokens/s of the last answer, prefix-cache hits\n"
     "  /bye, /exit              leave\n";
@@ -33,17 +31,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-bool parse_float(std::string_view text, float& out) {
-  const std::string s(text);
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  const float v = std::strtof(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return false;
-  out = v;
-  return true;
 }
 
 template <typename T>
@@ -61,49 +48,25 @@ std::string format(const char* fmt, auto... args) {
   return buf;
 }
 
-// /set NAME VALUE. Ranges as the engine validates them, so a bad value fails here, not at the next turn.
+// /set NAME VALUE: the sampling knobs through SamplingFlags::set (the same names and ranges as the
+// flags, checked here rather than at the next turn), then the chat's own: max_tokens and think.
 CommandResult set_knob(ChatSession& s, std::string name, std::string_view value) {
   for (char& c : name) {
     if (c == '-') c = '_';
   }
-  SamplingParams& p = s.params;
   const std::string bad = "/set " + name + ": '" + std::string(value) + "' is not ";
-  float f = 0.0f;
-  int32_t i = 0;
-  if (name == "temperature") {
-    if (!parse_float(value, f) || f < 0.0f) return fail(bad + "a temperature >= 0 (0 = greedy)");
-    p.temperature = f;
-  } else if (name == "top_k") {
-    if (!parse_int(value, i) || i < -1) return fail(bad + "a whole number >= 0 (0 or -1 = all tokens)");
-    p.top_k = i;
-  } else if (name == "top_p") {
-    if (!parse_float(value, f) || f <= 0.0f || f > 1.0f) return fail(bad + "a number in (0, 1]");
-    p.top_p = f;
-  } else if (name == "min_p") {
-    if (!parse_float(value, f) || f < 0.0f || f > 1.0f) return fail(bad + "a number in [0, 1]");
-    p.min_p = f;
-  } else if (name == "repetition_penalty") {
-    if (!parse_float(value, f) || f <= 0.0f) return fail(bad + "a number > 0 (1 = off)");
-    p.repetition_penalty = f;
-  } else if (name == "max_tokens") {
-    if (!parse_int(value, i) || i < 0) return fail(bad + "a whole number >= 0 (0 = up to the end of the context)");
-    s.max_tokens = i;
-  } else if (name == "seed") {
-    uint64_t seed = 0;
-    if (value == "none") {
-      p.seed.reset();
-    } else if (parse_int(value, seed)) {
-      p.seed = seed;
-    } else {
-      return fail(bad + "a whole number >= 0 or none");
-    }
+  if (name == "max_tokens") {
+    int32_t n = 0;
+    if (!parse_int(value, n) || n < 0) return fail(bad + "a whole number >= 0 (0 = up to the end of the context)");
+    s.max_tokens = n;
   } else if (name == "think") {
     if (value == "show") s.think = ThinkMode::kShow;
     else if (value == "hide") s.think = ThinkMode::kHide;
     else return fail(bad + "show or hide");
-  } else {
-    return fail("/set: unknown setting '" + name +
-                "' (temperature, top_k, top_p, min_p, repetition_penalty, max_tokens, seed, think)");
+  } else if (name == "seed" && value == "none") {
+    s.sampling.seed.reset();  // the engine's seed for each request
+  } else if (std::string err = s.sampling.set(name, std::string(value)); !err.empty()) {
+    return fail("/set " + name + ": " + err + (err.starts_with("unknown setting") ? ", or max_tokens, think" : ""));
   }
   return ok("set " + name + " to " + std::string(value));
 }
@@ -139,12 +102,9 @@ std::string ChatSession::stats_text() const {
 }
 
 std::string ChatSession::settings_text() const {
-  const std::string seed = params.seed ? std::to_string(*params.seed) : "none";
-  return format("temperature %g, top_k %d, top_p %g, min_p %g, repetition_penalty %g, max_tokens %d%s, "
-                "seed %s, think %s\n",
-                params.temperature, params.top_k, params.top_p, params.min_p, params.repetition_penalty, max_tokens,
-                max_tokens == 0 ? " (up to the end of the context)" : "", seed.c_str(),
-                think == ThinkMode::kShow ? "show" : "hide");
+  return describe_sampling(params()) + ", max_tokens " + std::to_string(max_tokens) +
+         (max_tokens == 0 ? " (up to the end of the context)" : "") +
+         (think == ThinkMode::kShow ? ", think show\n" : ", think hide\n");
 }
 
 bool is_command(std::string_view line) { return line.starts_with('/'); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/chat_text.h"
+#include "cli/sampling_flags.h"
 #include "tessera/chat_message.h"
 #include "tessera/sampling_params.h"
 
@@ -26,7 +27,10 @@ struct TurnStats {
 struct ChatSession {
   std::string system;                // "" = none (the template's own default, if it has one)
   std::vector<ChatMessage> turns;    // user and assistant messages, alternating, oldest first
-  SamplingParams params;             // max_tokens is replaced per answer (see max_tokens)
+  // Sampling: the model's recommendation (ModelInfo::default_sampling) under the knobs the flags
+  // and /set gave. params() is what an answer uses, but for max_tokens (see max_tokens).
+  SamplingParams defaults;
+  SamplingFlags sampling;
   int32_t max_tokens = 0;            // answer tokens at most; 0 = up to the end of the context
   ThinkMode think = ThinkMode::kShow;
   // Statistics: the last answer, and sums over every answer of the session.
@@ -34,6 +38,7 @@ struct ChatSession {
   int32_t num_answers = 0;
   int64_t total_prompt_tokens = 0, total_cached_prompt_tokens = 0;
 
+  SamplingParams params() const { return sampling.resolve(defaults); }
   // What the template renders: the system message (when set) and the turns.
   std::vector<ChatMessage> messages() const;
   void record(const TurnStats& stats);

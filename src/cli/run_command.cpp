@@ -9,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/progress.h"
+#include "cli/sampling_flags.h"
 #include "util/op_profile.h"
 #include "util/status.h"
 #include "util/timer.h"
@@ -92,30 +94,29 @@ int run_main(int argc, char** argv) {
   std::string kv_cache_text;
   add_engine_flags(app, config, kv_cache_text);
   std::string prompt, chat, system, prompt_ids_text;
-  SamplingParams params;
-  params.temperature = 0.0f;
-  params.max_tokens = 128;
-  bool json = false, no_bos = false, special = false, quiet = false, profile_ops = false;
-  uint64_t seed = 0;
+  // Sampling flags are kept apart from the params: a knob the user does not set takes the model's
+  // recommended value (ModelInfo::default_sampling), known only once the file is loaded.
+  SamplingFlags sampling;
+  int32_t max_tokens = 128;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool json = false, no_bos = false, special = false, quiet = false, verbose = false, show_prompt = false,
+       profile_ops = false;
   app.add_option("-p,--prompt", prompt, "prompt text (tokenized as the model does; BOS when the model asks)");
-  app.add_option("-c,--chat", chat, "a user message, rendered with the model's chat template");
+  app.add_option("-c,--chat", chat, "a user message, rendered with the model's chat template (the default: a short "
+                 "story prompt)");
   app.add_option("--system", system, "system message for --chat");
   app.add_option("--prompt-ids", prompt_ids_text, "prompt as comma-separated token ids");
-  app.add_option("-n,--max-tokens", params.max_tokens, "tokens to generate at most");
-  app.add_option("--temperature", params.temperature, "0 = greedy");
-  app.add_option("--top-k", params.top_k);
-  app.add_option("--top-p", params.top_p);
-  app.add_option("--min-p", params.min_p);
-  app.add_option("--repetition-penalty", params.repetition_penalty);
-  app.add_option("--presence-penalty", params.presence_penalty);
-  app.add_option("--frequency-penalty", params.frequency_penalty);
-  app.add_option("--stop", params.stop, "stop string (repeatable)");
-  app.add_option("--seed", seed, "sampling seed");
-  app.add_flag("--ignore-eos", params.ignore_eos, "keep generating past end-of-sequence");
+  app.add_option("-n,--max-tokens", max_tokens, "tokens to generate at most");
+  add_sampling_flags(app, sampling);
+  app.add_option("--stop", stop, "stop string (repeatable)");
+  app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence");
   app.add_flag("--no-bos", no_bos, "never add BOS to --prompt");
   app.add_flag("--special", special, "parse special tokens in --prompt");
   app.add_flag("--json", json, "print one JSON object (ids, text, timings) instead of streaming");
-  app.add_flag("-q,--quiet", quiet, "no start-up summary");
+  app.add_flag("-q,--quiet", quiet, "only the generated text (no closing stats line)");
+  app.add_flag("-v,--verbose", verbose, "the start-up summary, the sampling in force and the rendered chat prompt");
+  app.add_flag("--show-prompt", show_prompt, "print the rendered chat prompt (stderr) before the answer");
   app.add_flag("--profile", profile_ops, "time each op of the forward, sampling and the engine; print a table "
                "(stderr, or a \"profile\" object with --json)");
   try {
@@ -123,7 +124,6 @@ int run_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (app.count("--seed")) params.seed = seed;
   if (const std::string err = finish_engine_flags(config, kv_cache_text); !err.empty()) {
     std::fprintf(stderr, "tessera run: error: %s\n", err.c_str());
     return 1;
@@ -131,17 +131,8 @@ int run_main(int argc, char** argv) {
   // One prompt: a bigger chunk per step than serve's default (without chunked prefill the engine
   // derives the budget from max_model_len).
   if (config.enable_chunked_prefill && config.max_num_batched_tokens < 2048) config.max_num_batched_tokens = 2048;
-  config.verbose = !quiet && !json;
-  if (config.verbose && ::isatty(STDERR_FILENO)) {
-    // A progress bar while the weights load (one tick per layer), erased when done.
-    config.on_load_progress = [](double fraction) {
-      const int filled = static_cast<int>(fraction * 30.0 + 0.5);
-      std::fprintf(stderr, "\rloading [%.*s%.*s] %3.0f%%", filled, "==============================", 30 - filled,
-                   "                              ", fraction * 100.0);
-      if (fraction >= 1.0) std::fprintf(stderr, "\r%60s\r", "");
-      std::fflush(stderr);
-    };
-  }
+  config.verbose = verbose && !json;
+  if (!json && !quiet) config.on_load_progress = load_progress_reporter(config.model_path);
   if (config.kv_cache_bytes == 0) config.kv_cache_bytes = int64_t{256} << 20;  // one request
 
   auto engine = Engine::create(config);
@@ -170,8 +161,13 @@ int run_main(int argc, char** argv) {
       return 1;
     }
     ids = std::move(rendered->ids);
-    if (!json) std::fprintf(stderr, "%s", rendered->text.c_str());
+    if (!json && (verbose || show_prompt)) std::fprintf(stderr, "%s", rendered->text.c_str());
   }
+  SamplingParams params = sampling.resolve(e.model_info().default_sampling);
+  params.max_tokens = max_tokens;
+  params.stop = stop;
+  params.ignore_eos = ignore_eos;
+  if (verbose && !json) std::fprintf(stderr, "tessera run: sampling %s\n", describe_sampling(params).c_str());
 
   if (profile_ops) profile::global().enabled.store(true);
   const Clock::time_point start = Clock::now();
@@ -219,13 +215,13 @@ int run_main(int argc, char** argv) {
                     {"decode_gb_per_s", gbps}, {"total_ms", last_ms}};
     if (profile_ops) j["profile"] = profile_report(last_ms - ttft_ms, false);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
+  } else if (!quiet) {
     std::fprintf(stderr,
                  "\n[%zu prompt tokens, TTFT %.1f ms (%.0f tok/s) | %zu tokens, %.1f tok/s decode, %.2f GB/s "
                  "of weights | %s]\n",
                  ids.size(), ttft_ms, prompt_tps, out_ids.size(), decode_tps, gbps, finish_reason_name(reason));
-    if (profile_ops) profile_report(last_ms - ttft_ms, true);
   }
+  if (!json && profile_ops) profile_report(last_ms - ttft_ms, true);
   e.shutdown(std::chrono::milliseconds(0));
   return 0;
 }

@@ -27,6 +27,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/progress.h"
 #include "kv_events/event_encoder.h"
 #include "kv_events/kv_event_publisher.h"
 #include "server/http_server.h"
@@ -119,6 +120,7 @@ int serve_main(int argc, char** argv) {
   }
 
   ec.verbose = true;  // the start-up summary (budget, blocks, concurrency) belongs in a server log
+  ec.on_load_progress = load_progress_reporter(ec.model_path);
   // The port is open while the model loads: /health answers 503 "loading" (a gateway or an
   // orchestrator sees a replica that is starting, not one that is down), 200 once attached.
   server::HttpServer server(sc);

@@ -47,6 +47,20 @@ double full_context_concurrency(std::span<const int32_t> windows, int32_t num_bl
   return per_request > 0 ? num_blocks / per_request : 0.0;
 }
 
+// ModelInfo::default_sampling: the file's recommendations over llama.cpp's defaults; *source says
+// which of the two the five knobs came from.
+SamplingParams default_sampling(const RecommendedSampling& r, std::string* source) {
+  SamplingParams p;
+  p.temperature = r.temperature.value_or(defaults::kTemperature);
+  p.top_k = r.top_k.value_or(defaults::kTopK);
+  p.top_p = r.top_p.value_or(defaults::kTopP);
+  p.min_p = r.min_p.value_or(defaults::kMinP);
+  p.repetition_penalty = r.repetition_penalty.value_or(defaults::kRepetitionPenalty);
+  const bool all = r.temperature && r.top_k && r.top_p && r.min_p && r.repetition_penalty;
+  *source = all ? "model file" : r.any() ? "model file + llama.cpp defaults" : "llama.cpp defaults";
+  return p;
+}
+
 // The start-up summary (EngineConfig::verbose): the model and kernels, the KV cache in force, and
 // for models with sliding-window layers how its blocks are laid out (kv/kv_cache_layout.h).
 void print_startup_lines(const ModelInfo& info, const ModelConfig& mc, const EngineConfigs& d,
@@ -60,6 +74,10 @@ void print_startup_lines(const ModelInfo& info, const ModelConfig& mc, const Eng
                kv_dtype_name(d.kv_dtype), static_cast<long long>(d.bytes_per_token), mc.num_layers,
                info.num_kv_blocks, info.block_size, info.kv_layers_per_block, info.max_concurrency,
                info.context_length);
+  const SamplingParams& s = info.default_sampling;
+  std::fprintf(stderr, "tessera: default sampling (%s): temperature %.2f, top_k %d, top_p %.2f, min_p %.2f, "
+               "repetition_penalty %.2f\n", info.default_sampling_source.c_str(), s.temperature, s.top_k, s.top_p,
+               s.min_p, s.repetition_penalty);
   if (mc.num_local_layers() == 0) return;
   kv::KvPlanInput in;  // the per-sequence bytes with and without freeing (kv/ KvPlan's arithmetic)
   in.shape = {mc.name, mc.num_layers, mc.num_heads, mc.num_kv_heads, mc.head_dim, info.context_length, 0,
@@ -156,6 +174,10 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   info.enable_prefix_caching = config.enable_prefix_caching;
   info.max_num_seqs = d.scheduler.max_num_seqs;
   info.max_num_batched_tokens = d.scheduler.max_num_batched_tokens;
+  info.default_sampling = default_sampling(mc.sampling, &info.default_sampling_source);
+  for (const std::string& key : mc.sampling.ignored) {
+    std::fprintf(stderr, "tessera: warning: %s in the model file is out of range; using the default\n", key.c_str());
+  }
   if (config.verbose) print_startup_lines(info, mc, d, config);
 
   MetricsSnapshot& m = e->live_metrics_;

@@ -156,6 +156,26 @@ std::string ModelConfig::describe() const {
                      head_dim);
 }
 
+RecommendedSampling RecommendedSampling::from_gguf(const gguf::GgufFile& f) {
+  RecommendedSampling r;
+  // One key: its value when present, numeric, finite and inside [lo, hi]; else noted as ignored.
+  auto read = [&](const char* key, double lo, double hi, bool lo_open) -> std::optional<double> {
+    if (!f.has(key)) return std::nullopt;
+    auto v = f.get_float(key);
+    if (!v || !std::isfinite(*v) || *v < lo || *v > hi || (lo_open && *v == lo)) {
+      r.ignored.emplace_back(key);
+      return std::nullopt;
+    }
+    return *v;
+  };
+  if (auto v = read("general.sampling.temp", 0.0, 100.0, false)) r.temperature = static_cast<float>(*v);
+  if (auto v = read("general.sampling.top_k", 0.0, 1 << 20, false)) r.top_k = static_cast<int32_t>(*v);
+  if (auto v = read("general.sampling.top_p", 0.0, 1.0, true)) r.top_p = static_cast<float>(*v);
+  if (auto v = read("general.sampling.min_p", 0.0, 1.0, false)) r.min_p = static_cast<float>(*v);
+  if (auto v = read("general.sampling.penalty_repeat", 0.0, 100.0, true)) r.repetition_penalty = static_cast<float>(*v);
+  return r;
+}
+
 Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
@@ -169,6 +189,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& f) {
                       c.architecture);
   }
   c.name = f.get_string_or("general.name", c.architecture);
+  c.sampling = RecommendedSampling::from_gguf(f);
   const std::string a = c.architecture + ".";
 
   auto layers = required_int(f, a + "block_count");

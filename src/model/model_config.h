@@ -12,6 +12,7 @@
 // factors, partial rotary dims), is refused here with a message that names it.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,21 @@
 #include "util/status.h"
 
 namespace tessera {
+
+// The sampling a model's authors recommend, as current converters write it (general.sampling.temp,
+// .top_k, .top_p, .min_p, .penalty_repeat; llama.cpp's key names). Each is absent when the file
+// does not carry it or carries a value outside the sampler's range (ignored, named in `ignored`:
+// a bad recommendation must not stop the model from loading).
+struct RecommendedSampling {
+  std::optional<float> temperature;         // >= 0
+  std::optional<int32_t> top_k;             // >= 0 (0 = all)
+  std::optional<float> top_p;               // (0, 1]
+  std::optional<float> min_p;               // [0, 1]
+  std::optional<float> repetition_penalty;  // > 0
+  std::vector<std::string> ignored;         // keys present but unusable
+  bool any() const { return temperature || top_k || top_p || min_p || repetition_penalty; }
+  static RecommendedSampling from_gguf(const gguf::GgufFile& file);
+};
 
 struct ModelConfig {
   std::string architecture;   // general.architecture
@@ -64,6 +80,8 @@ struct ModelConfig {
   int32_t q_dim() const { return num_heads * head_dim; }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }
   int32_t group_size() const { return num_heads / num_kv_heads; }
+
+  RecommendedSampling sampling;  // general.sampling.*
 
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
 };

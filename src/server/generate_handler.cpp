@@ -335,7 +335,10 @@ std::string ServerState::make_response_id(const char* prefix) {
 
 void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, Responder& out) {
   GenerateSpec spec;
-  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec)) return out.respond(error_response(*e));
+  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec,
+                                      state.engine().model_info().default_sampling)) {
+    return out.respond(error_response(*e));
+  }
   if (!spec.model.empty() && spec.model != state.config.served_model_name) {
     return out.respond(error_response({ErrorType::kModelNotFound,
                                        fmt::format("The model `{}` does not exist. This server serves `{}`.",

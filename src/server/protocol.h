@@ -67,8 +67,11 @@ struct GenerateSpec {
 bool is_valid_utf8(std::string_view bytes, size_t* bad_offset = nullptr);
 
 // Parses and validates a generate request body. On success fills *out and returns nullopt.
+// `defaults`: what the sampling knobs the body omits take (the server passes the model's
+// recommended sampling, ModelInfo::default_sampling; SamplingParams{} is OpenAI's temperature 1).
 std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body,
-                                               const ProtocolLimits& limits, GenerateSpec* out);
+                                               const ProtocolLimits& limits, GenerateSpec* out,
+                                               const SamplingParams& defaults = SamplingParams{});
 
 // 400 naming min_tokens when it exceeds max_tokens (a request that could never finish as asked).
 std::optional<ApiError> check_min_tokens(const GenerateSpec& spec);

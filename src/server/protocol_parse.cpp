@@ -297,13 +297,14 @@ std::optional<ApiError> parse_chat(const json& obj, const ProtocolLimits& limits
 }  // namespace
 
 std::optional<ApiError> parse_generate_request(ApiKind kind, std::string_view body,
-                                               const ProtocolLimits& limits, GenerateSpec* out) {
+                                               const ProtocolLimits& limits, GenerateSpec* out,
+                                               const SamplingParams& defaults) {
   json obj;
   TESSERA_API_TRY(parse_object(body, &obj));
   GenerateSpec spec;
   spec.kind = kind;
-  // The API's default is greedy-free sampling at temperature 1, as OpenAI's.
-  spec.params = SamplingParams{};
+  // Knobs the body omits keep the caller's defaults (the model's recommended sampling).
+  spec.params = defaults;
   TESSERA_API_TRY(kind == ApiKind::kCompletion ? parse_completion(obj, limits, &spec)
                                                : parse_chat(obj, limits, &spec));
   if (spec.return_logprobs) spec.params.logprobs = spec.num_top_logprobs;

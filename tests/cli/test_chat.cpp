@@ -98,40 +98,53 @@ TEST(ChatThink, EveryCutShowsTheSame) {
   }
 }
 
+// /set puts a knob over the model's defaults (the flags' SamplingFlags, so the same names and ranges);
+// a knob never set keeps the model's value.
 TEST(ChatCommands, SetChangesTheKnobs) {
   ChatSession s;
+  s.defaults.temperature = 0.8f;
+  s.defaults.top_k = 40;
+  s.defaults.top_p = 0.95f;
+  s.defaults.min_p = 0.05f;
   EXPECT_FALSE(run_chat_command(s, "/set temperature 0.7").error);
-  EXPECT_FLOAT_EQ(s.params.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(s.params().temperature, 0.7f);
+  EXPECT_EQ(s.params().top_k, 40);
   EXPECT_FALSE(run_chat_command(s, "/set top_k 20").error);
-  EXPECT_EQ(s.params.top_k, 20);
+  EXPECT_EQ(s.params().top_k, 20);
   EXPECT_FALSE(run_chat_command(s, "/set top-p 0.5").error);
-  EXPECT_FLOAT_EQ(s.params.top_p, 0.5f);
+  EXPECT_FLOAT_EQ(s.params().top_p, 0.5f);
+  EXPECT_FLOAT_EQ(s.params().min_p, 0.05f);
   EXPECT_FALSE(run_chat_command(s, "/set min_p 0.1").error);
-  EXPECT_FLOAT_EQ(s.params.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(s.params().min_p, 0.1f);
   EXPECT_FALSE(run_chat_command(s, "/set repetition_penalty 1.1").error);
-  EXPECT_FLOAT_EQ(s.params.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(s.params().repetition_penalty, 1.1f);
   EXPECT_FALSE(run_chat_command(s, "/set max_tokens 64").error);
   EXPECT_EQ(s.max_tokens, 64);
   EXPECT_FALSE(run_chat_command(s, "/set seed 42").error);
-  EXPECT_EQ(s.params.seed, 42u);
+  EXPECT_EQ(s.params().seed, 42u);
+  EXPECT_EQ(run_chat_command(s, "/set").report,
+            "temperature 0.70, top_k 20, top_p 0.50, min_p 0.10, repetition_penalty 1.10, seed 42, max_tokens 64, "
+            "think show\n");
   EXPECT_FALSE(run_chat_command(s, "/set seed none").error);
-  EXPECT_FALSE(s.params.seed.has_value());
+  EXPECT_FALSE(s.params().seed.has_value());
   EXPECT_FALSE(run_chat_command(s, "/set think hide").error);
   EXPECT_EQ(s.think, ThinkMode::kHide);
+  EXPECT_FALSE(run_chat_command(s, "/set max_tokens 0").error);
   EXPECT_EQ(run_chat_command(s, "/set").report,
-            "temperature 0.7, top_k 20, top_p 0.5, min_p 0.1, repetition_penalty 1.1, max_tokens 64, seed none, "
-            "think hide\n");
+            "temperature 0.70, top_k 20, top_p 0.50, min_p 0.10, repetition_penalty 1.10, max_tokens 0 (up to the end "
+            "of the context), think hide\n");
   // Refused, and nothing changed.
-  EXPECT_EQ(run_chat_command(s, "/set temperature -1").note,
-            "/set temperature: '-1' is not a temperature >= 0 (0 = greedy)");
-  EXPECT_EQ(run_chat_command(s, "/set top_p 1.5").note, "/set top_p: '1.5' is not a number in (0, 1]");
-  EXPECT_TRUE(run_chat_command(s, "/set top_k 2x").error);
-  EXPECT_TRUE(run_chat_command(s, "/set max_tokens -3").error);
-  EXPECT_TRUE(run_chat_command(s, "/set temperature").error);
+  EXPECT_EQ(run_chat_command(s, "/set temperature -1").note, "/set temperature: temperature must be in [0, 100]");
+  EXPECT_EQ(run_chat_command(s, "/set top_p 1.5").note, "/set top_p: top_p must be in [1e-09, 1]");
+  EXPECT_EQ(run_chat_command(s, "/set top_k 2x").note, "/set top_k: '2x' is not a number");
+  EXPECT_EQ(run_chat_command(s, "/set max_tokens -3").note,
+            "/set max_tokens: '-3' is not a whole number >= 0 (0 = up to the end of the context)");
+  EXPECT_EQ(run_chat_command(s, "/set think loud").note, "/set think: 'loud' is not show or hide");
+  EXPECT_EQ(run_chat_command(s, "/set temperature").note, "/set temperature: give a value (/set NAME VALUE)");
   EXPECT_NE(run_chat_command(s, "/set warmth 3").note.find("unknown setting 'warmth'"), std::string::npos);
-  EXPECT_FLOAT_EQ(s.params.temperature, 0.7f);
-  EXPECT_EQ(s.params.top_k, 20);
-  EXPECT_EQ(s.max_tokens, 64);
+  EXPECT_FLOAT_EQ(s.params().temperature, 0.7f);
+  EXPECT_EQ(s.params().top_k, 20);
+  EXPECT_EQ(s.max_tokens, 0);
 }
 
 TEST(ChatCommands, ClearSystemQuitUnknown) {
