@@ -48,6 +48,12 @@ void drain_wake_pipe() {
   }
 }
 
+// Forgets a Ctrl-C that is not meant for what comes next (one typed before an answer began).
+void clear_interrupt() {
+  drain_wake_pipe();
+  g_interrupted.store(false);
+}
+
 // Lines from standard input, read with poll + read so that a Ctrl-C ends the wait.
 class LineReader {
  public:
@@ -55,10 +61,7 @@ class LineReader {
 
   Status read(std::string& line) {
     while (true) {
-      if (g_interrupted.exchange(false)) {
-        drain_wake_pipe();
-        return Status::kInterrupted;
-      }
+      if (g_interrupted.exchange(false)) return Status::kInterrupted;
       const size_t nl = buf_.find('\n');
       if (nl != std::string::npos) {
         line = buf_.substr(0, nl);
@@ -77,7 +80,10 @@ class LineReader {
         eof_ = true;
         continue;
       }
-      if (fds[1].revents & POLLIN) continue;  // the flag is checked at the top
+      if (fds[1].revents & POLLIN) {
+        drain_wake_pipe();  // the flag is checked at the top (the handler sets it before writing)
+        continue;
+      }
       char chunk[4096];
       const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
       if (n > 0) buf_.append(chunk, static_cast<size_t>(n));
@@ -124,15 +130,20 @@ bool answer_turn(Engine& e, ChatSession& s, const Ui& ui, const std::string& use
   if (!rendered) return drop_turn(rendered.error().message);
   if (ui.show_prompt) std::fprintf(stderr, "%s", rendered->text.c_str());
   const int32_t num_prompt = static_cast<int32_t>(rendered->ids.size());
-  const int32_t room = info.context_length - num_prompt;
+  // The tokens one conversation can hold: the context, or less where the KV budget holds under one
+  // full-context sequence (a big model with a small --kv-cache).
+  const int32_t capacity = info.max_concurrency >= 1.0
+                               ? info.context_length
+                               : static_cast<int32_t>(info.max_concurrency * info.context_length);
+  const int32_t room = capacity - num_prompt;
   if (room < 1) {
     return drop_turn("the conversation (" + std::to_string(num_prompt) + " tokens) fills the context of " +
-                     std::to_string(info.context_length) + " tokens: /clear starts over");
+                     std::to_string(capacity) + " tokens: /clear starts over");
   }
   SamplingParams params = s.params();
   params.n = 1;
   params.max_tokens = s.max_tokens > 0 ? std::min(s.max_tokens, room) : room;
-  g_interrupted.store(false);  // a Ctrl-C typed before the answer began is not meant for it
+  clear_interrupt();  // a Ctrl-C typed before the answer began is not meant for it
   const Clock::time_point start = Clock::now();
   auto submitted = e.submit({std::move(rendered->ids), params, ""});
   if (!submitted) return drop_turn(submitted.error().message);
@@ -144,7 +155,6 @@ bool answer_turn(Engine& e, ChatSession& s, const Ui& ui, const std::string& use
   std::string failure;
   while (!stream.finished()) {
     if (g_interrupted.exchange(false) && !stats.stopped) {
-      drain_wake_pipe();
       e.abort(stream.request_id());  // the final event (kAbort) follows
       stats.stopped = true;
     }
@@ -217,6 +227,9 @@ int chat_main(int argc, char** argv) {
   const char* no_color = std::getenv("NO_COLOR");
   ui.color = ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
   config.verbose = ui.verbose;
+  // One conversation: 512 MiB holds a small model's whole context several times over (SmolLM2: 8192
+  // tokens are 180 MiB) without the default's quarter of free memory, up to 4 GiB, to zero at start.
+  if (config.kv_cache_bytes == 0 && app.count("--kv-cache-fraction") == 0) config.kv_cache_bytes = int64_t{512} << 20;
   config.on_load_progress = load_progress_reporter(config.model_path);
 
   // SIGINT reaches this thread only: blocked before the engine starts its threads.

@@ -31,8 +31,8 @@ def environment():
     require_environment()
 
 
-def chat_cmd(*extra, max_tokens=MAX_TOKENS):
-    return [tessera_bin(), "chat", "--model", model_path(), *ENGINE_FLAGS, "--temperature", "0",
+def chat_cmd(*extra, max_tokens=MAX_TOKENS, engine_flags=ENGINE_FLAGS):
+    return [tessera_bin(), "chat", "--model", model_path(), *engine_flags, "--temperature", "0",
             "-n", str(max_tokens), *extra]
 
 
@@ -113,6 +113,17 @@ def test_second_turn_prompt_comes_from_the_prefix_cache(client):
     assert (answers1, total1, cached1) == (1, p1, 0)
     assert (answers2, total2, cached2) == (2, p1 + p2, c2)
     assert rate == pytest.approx(100 * c2 / (p1 + p2), abs=0.05)
+
+
+def test_a_turn_that_cannot_fit_is_refused_and_the_chat_goes_on(client):
+    long_message = " ".join(["word"] * 80)
+    p = subprocess.run(chat_cmd("--max-model-len", "96", engine_flags=["--kv-cache", "64MiB"]),
+                       input=f"{long_message}\n{U1}\n", capture_output=True, text=True, timeout=300 * SLOWDOWN)
+    assert p.returncode == 1  # from a pipe, a failed turn makes the exit status 1
+    assert re.search(r"error: the conversation \(\d+ tokens\) fills the context of 96 tokens: /clear starts over",
+                     p.stderr), p.stderr
+    # The refused turn is not in the history: the next one is a fresh single turn.
+    assert p.stdout == server_answer(client, [user(U1)]) + "\n"
 
 
 def test_save_then_load_round_trips(client, tmp_path):
