@@ -2,16 +2,16 @@
 // through the model's own chat template (Engine::chat_prompt) and submits it: the prefix cache
 // serves the earlier turns' KV blocks, so a turn's TTFT tracks its new tokens, not the history's.
 //
-// Signals: SIGINT is blocked before the engine's threads start (they inherit the mask) and
-// unblocked on this thread only, so the handler always runs here; it only sets an atomic flag and
-// writes a byte to a self-pipe (both async-signal-safe). The answer loop checks the flag between
-// RequestStream::next waits of kPoll; the line reader polls stdin and the pipe, so a Ctrl-C at the
-// prompt ends the wait at once. Ctrl-C during an answer aborts the request and keeps what was
-// answered so far in the history (a turn stopped before any answer text is dropped whole, so
-// user and assistant messages keep alternating); Ctrl-C at the prompt, Ctrl-D and /bye leave.
+// Signals: until the model is loaded Ctrl-C ends the program as usual; then a SIGINT handler takes
+// over that only sets an atomic flag and writes a byte to a self-pipe (both async-signal-safe, on
+// whichever thread the kernel picks; SA_RESTART keeps the engine's system calls going). The answer
+// loop checks the flag between RequestStream::next waits of kPoll; the line reader polls stdin and
+// the pipe, so a Ctrl-C at the prompt ends the wait at once. Ctrl-C during an answer aborts the
+// request and keeps what was shown of its answer part in the history (a turn stopped before any
+// answer text is dropped whole, so user and assistant messages keep alternating); Ctrl-C at the
+// prompt, Ctrl-D and /bye leave.
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -232,11 +232,6 @@ int chat_main(int argc, char** argv) {
   if (config.kv_cache_bytes == 0 && app.count("--kv-cache-fraction") == 0) config.kv_cache_bytes = int64_t{512} << 20;
   config.on_load_progress = load_progress_reporter(config.model_path);
 
-  // SIGINT reaches this thread only: blocked before the engine starts its threads.
-  sigset_t sigint;
-  sigemptyset(&sigint);
-  sigaddset(&sigint, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigint, nullptr);
   auto engine = Engine::create(config);
   if (!engine) {
     std::fprintf(stderr, "tessera chat: error: %s\n", engine.error().message.c_str());
@@ -251,9 +246,9 @@ int chat_main(int argc, char** argv) {
   ::fcntl(g_wake_pipe[1], F_SETFL, O_NONBLOCK);
   struct sigaction sa = {};
   sa.sa_handler = on_sigint;
+  sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
-  pthread_sigmask(SIG_UNBLOCK, &sigint, nullptr);
 
   s.defaults = e.model_info().default_sampling;  // the model's recommendation; flags and /set override
   s.think = hide_think ? ThinkMode::kHide : ThinkMode::kShow;

@@ -96,8 +96,8 @@ std::string ChatSession::stats_text() const {
                 last.decode_tok_per_s, last.stopped ? " (stopped)" : "") +
          format("last prompt: %d tokens, %d served from the prefix cache\n", last.prompt_tokens,
                 last.cached_prompt_tokens) +
-         format("session: %d answers, %lld prompt tokens, %lld served from the prefix cache (hit rate %.1f%%)\n",
-                num_answers, static_cast<long long>(total_prompt_tokens),
+         format("session: %d answer%s, %lld prompt tokens, %lld served from the prefix cache (hit rate %.1f%%)\n",
+                num_answers, num_answers == 1 ? "" : "s", static_cast<long long>(total_prompt_tokens),
                 static_cast<long long>(total_cached_prompt_tokens), rate);
 }
 

@@ -86,7 +86,7 @@ def test_system_and_clear_take_effect(client):
 
 STATS = re.compile(r"last answer: (\d+) tokens, TTFT [\d.]+ ms, [\d.]+ tok/s\n"
                    r"last prompt: (\d+) tokens, (\d+) served from the prefix cache\n"
-                   r"session: (\d+) answers, (\d+) prompt tokens, (\d+) served from the prefix cache "
+                   r"session: (\d+) answers?, (\d+) prompt tokens, (\d+) served from the prefix cache "
                    r"\(hit rate ([\d.]+)%\)\n")
 
 
