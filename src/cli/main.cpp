@@ -11,6 +11,7 @@ void usage() {
   std::fprintf(stderr,
                "usage: tessera <command> [flags]   (tessera <command> --help for its flags)\n\n"
                "  run        generate from one prompt, streaming tokens (default model: SmolLM2-135M-Instruct)\n"
+               "  chat       an interactive conversation in the terminal (one message per line from a pipe)\n"
                "  serve      OpenAI-compatible HTTP server (127.0.0.1:8000)\n"
                "  bench      offline throughput / batch sweep, or `bench serve` (load generator)\n"
                "  kv-plan    KV-cache sizing math\n"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   std::string name = std::string("tessera ") + cmd;
   argv[1] = name.data();
   if (cmd == "run") return tessera::cli::run_main(argc - 1, argv + 1);
+  if (cmd == "chat") return tessera::cli::chat_main(argc - 1, argv + 1);
   if (cmd == "serve") return tessera::cli::serve_main(argc - 1, argv + 1);
   if (cmd == "bench") return tessera::cli::bench_main(argc - 1, argv + 1);
   if (cmd == "kv-plan") return tessera::cli::kv_plan_main(argc - 1, argv + 1);
