@@ -10,7 +10,11 @@ check fails on:
   - an arrow that src/layers.txt does not list (file:line of each include that makes it);
   - an arrow src/layers.txt lists that no include makes (the table stays the graph);
   - a module folder missing from the table, or a table line with no folder;
-  - a row of docs/architecture.md's module table whose "may include" cell differs from the table.
+  - a row of docs/architecture.md's module table whose "may include" cell differs from the table,
+    or a row for a module the table does not have;
+  - README.md's floor diagram (between the `layers:begin` / `layers:end` markers) that is not the
+    one this table gives (`--readme` prints it: each module on the floor one above its highest
+    dependency, `tessera` on floor 0).
 Tests and benchmarks may include any module (they test the internals); they are not scanned.
 """
 import argparse
@@ -73,6 +77,37 @@ def docs_cells(docs):
     return cells
 
 
+def floors(table):
+    """{module: floor}: 0 for a module with no dependency, else one above its highest dependency."""
+    floor = {}
+
+    def of(module, seen=()):
+        if module in floor:
+            return floor[module]
+        if module in seen:
+            sys.exit(f"src/layers.txt: a circle through {' -> '.join(seen + (module,))}")
+        deps = [d for d in table.get(module, ()) if d in table]
+        floor[module] = 1 + max((of(d, seen + (module,)) for d in deps), default=-1)
+        return floor[module]
+
+    for m in table:
+        of(m)
+    return floor
+
+
+def readme_diagram(table):
+    """The README's floor diagram: one line per floor, highest first, modules in table order."""
+    floor = floors(table)
+    lines = []
+    for f in range(max(floor.values()), -1, -1):
+        names = [m for m in table if floor[m] == f]
+        lines.append(f"floor {f}: " + "  ".join(names))
+    return "\n".join(lines)
+
+
+README_BLOCK = re.compile(r"<!-- layers:begin -->\n```\n(.*?)```\n<!-- layers:end -->", re.S)
+
+
 def markdown(table):
     return "\n".join(f"{m}: {', '.join(sorted(d)) if d else 'nothing else'}" for m, d in table.items())
 
@@ -81,6 +116,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", default=pathlib.Path(__file__).resolve().parent.parent, type=pathlib.Path)
     ap.add_argument("--markdown", action="store_true", help="print the derived graph, one module a line")
+    ap.add_argument("--readme", action="store_true", help="print README.md's floor diagram for the table")
     args = ap.parse_args()
     root = args.root.resolve()
     table = read_table(root / "src" / "layers.txt")
@@ -88,6 +124,9 @@ def main():
 
     if args.markdown:
         print(markdown({m: set(graph[m]) for m in table}))
+        return 0
+    if args.readme:
+        print(readme_diagram(table))
         return 0
 
     errors = []
@@ -118,6 +157,17 @@ def main():
             want = ", ".join(sorted(deps)) or "nothing else"
             errors.append(f"docs/architecture.md: `{module}/` may include '{', '.join(sorted(cells[module]))}'"
                           f" but src/layers.txt says '{want}'")
+
+    for module in sorted(set(cells) - set(table)):
+        errors.append(f"docs/architecture.md: a row for `{module}/`, which src/layers.txt does not list")
+
+    readme = root / "README.md"
+    block = README_BLOCK.search(readme.read_text()) if readme.exists() else None
+    if block is None:
+        errors.append("README.md: no floor diagram between <!-- layers:begin --> and <!-- layers:end -->")
+    elif block.group(1).rstrip("\n") != readme_diagram(table):
+        errors.append("README.md: the floor diagram is not src/layers.txt's; replace it with the output of "
+                      "scripts/check_layering.py --readme")
 
     if errors:
         print("layering check failed:")
