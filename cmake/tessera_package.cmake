@@ -5,8 +5,8 @@
 #   # CMake:      find_package(tessera REQUIRED)  target_link_libraries(app PRIVATE tessera::tessera)
 #   # pkg-config: c++ -std=c++20 app.cpp $(pkg-config --cflags --libs tessera)
 #
-# What it holds: the modules from util up to engine (every one a static, position-independent
-# archive linked in whole), so the public API's implementations are inside: tessera/status.h's
+# What it holds: the modules from util up to engine (their object files, compiled once and
+# position-independent), so the public API's implementations are inside: tessera/status.h's
 # functions (util/status.cpp), tessera/metrics.h's (engine/metrics.cpp), Engine::create and the
 # rest of the engine facade (engine/). The server, kv_events and the CLI stay out: they are programs
 # on top of the API, not part of it. The public headers include only the standard library, so a
@@ -16,16 +16,18 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TESSERA_LIBRARY_MODULES util jinja gguf kernels kv model grammar tokenizer sched sample speculative runner engine)
-set(tessera_library_archives "")
+set(tessera_library_objects "")
 foreach(module IN LISTS TESSERA_LIBRARY_MODULES)
-  list(APPEND tessera_library_archives tessera_${module})
+  list(APPEND tessera_library_objects $<TARGET_OBJECTS:tessera_${module}>)
 endforeach()
 
 # The target is tessera_library (the name `tessera` is the CLI's); its file is libtessera.so and
 # its exported name tessera::tessera.
 add_library(tessera_library SHARED)
-target_sources(tessera_library PRIVATE ${CMAKE_SOURCE_DIR}/cmake/empty.cpp)
-target_link_libraries(tessera_library PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${tessera_library_archives}>")
+# The modules' own object files (compiled once, position-independent) and the outside libraries
+# they use; the module archives stay what the binary and the tests link.
+target_sources(tessera_library PRIVATE ${CMAKE_SOURCE_DIR}/cmake/empty.cpp ${tessera_library_objects})
+target_link_libraries(tessera_library PRIVATE fmt::fmt Threads::Threads xxhash)
 target_include_directories(tessera_library PUBLIC
   $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_compile_features(tessera_library PUBLIC cxx_std_20)
@@ -50,5 +52,7 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/tesseraConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/tesseraConfig.cmake ${CMAKE_BINARY_DIR}/tesseraConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tessera)
+# tessera.pc finds its prefix from its own folder (relocatable): the way up from LIBDIR/pkgconfig.
+file(RELATIVE_PATH TESSERA_PC_PREFIX_FROM_PCDIR "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
 configure_file(${CMAKE_SOURCE_DIR}/cmake/tessera.pc.in ${CMAKE_BINARY_DIR}/tessera.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/tessera.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
