@@ -165,7 +165,8 @@ class LlamaSide:
 
 def run_tessera(binary, model, threads, prompt, n_out, extra):
     cmd = [binary, "run", "--model", model, "--threads", str(threads), "--json", "--ignore-eos",
-           "-n", str(n_out), "--max-model-len", "4096", "--prompt-ids", ",".join(map(str, prompt))]
+           "-n", str(n_out), "--max-model-len", "4096", "--temperature", "0",  # greedy, as the peer
+           "--prompt-ids", ",".join(map(str, prompt))]
     cmd += extra
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:

@@ -33,7 +33,7 @@ def run(cmd):
 def b1(build, model, threads):
     ids = ",".join(str(1000 + 37 * i % 30000) for i in range(16))
     out = run([f"{build}/src/cli/tessera", "run", "--model", model, "--threads", str(threads), "--json",
-               "--ignore-eos", "-n", "129", "--max-model-len", "4096", "--prompt-ids", ids])
+               "--ignore-eos", "-n", "129", "--max-model-len", "4096", "--temperature", "0", "--prompt-ids", ids])
     last_json = [line for line in out.splitlines() if line.startswith("{")][-1]
     return {"B1 decode tok/s": json.loads(last_json)["timings"]["decode_tok_per_s"]}
 
@@ -43,7 +43,7 @@ def b2(build, model, threads):
     for n in (512, 2048):
         ids = ",".join(str(1000 + 37 * i % 30000) for i in range(n))
         out = run([f"{build}/src/cli/tessera", "run", "--model", model, "--threads", str(threads), "--json",
-                   "--ignore-eos", "-n", "1", "--max-model-len", "4096", "--prompt-ids", ids])
+                   "--ignore-eos", "-n", "1", "--max-model-len", "4096", "--temperature", "0", "--prompt-ids", ids])
         last_json = [line for line in out.splitlines() if line.startswith("{")][-1]
         got[f"B2 prefill {n} tok/s"] = json.loads(last_json)["timings"]["prompt_tok_per_s"]
     return got
