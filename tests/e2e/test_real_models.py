@@ -75,7 +75,8 @@ def tessera_run(path, *args):
 def test_run_chat_matches_llama_cpp(real_model):
     arch, path, chats, startup = real_model
     case = chats[0]
-    shown = tessera_run(path, "--chat", user_message(case), "-n", "1")
+    # --verbose: the start-up summary and the rendered prompt (run prints only the answer without it)
+    shown = tessera_run(path, "--chat", user_message(case), "-n", "1", "--verbose")
     for line in startup:
         assert line in shown.stderr, shown.stderr
     assert case["text"] in shown.stderr  # the prompt it echoes is the template's rendering
