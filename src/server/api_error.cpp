@@ -68,6 +68,8 @@ std::string anthropic_error_body(const ApiError& error) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+bool anthropic_route(std::string_view target) { return target.rfind("/v1/messages", 0) == 0; }
+
 ApiError from_engine_error(const Error& error) {
   switch (error.code) {
     case ErrorCode::kInvalidArgument:

@@ -120,9 +120,6 @@ BlockingHandler blocking(ServerState& state, HttpResponse (*fn)(ServerState&, co
 
 Routed now(HttpResponse response) { return Routed{std::move(response), nullptr}; }
 
-// Anthropic's clients read errors in Anthropic's shape, routing and authentication ones included.
-bool anthropic_route(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
-
 }  // namespace
 
 HttpResponse json_response(std::string body) {

@@ -130,6 +130,10 @@ TEST(AgentHttp, MessagesErrorsInAnthropicShape) {
   expect_anthropic(f.post("/v1/messages", std::string("{\"max_tokens\": "), key), 400, "invalid_request_error");
   expect_anthropic(f.get("/v1/messages", key), 405, "invalid_request_error");
   expect_anthropic(f.post("/v1/messages/batches", kHello, key), 404, "not_found_error");
+  server::ServerConfig small;
+  small.max_body_bytes = 64;
+  ServerFixture g(small);
+  expect_anthropic(g.post("/v1/messages?beta=true", kHello), 413, "request_too_large");
   json too_long = kHello;
   too_long["messages"][0]["content"] = std::string(300, 'a');  // the fake's context is 256
   expect_anthropic(f.post("/v1/messages", too_long, key), 400, "invalid_request_error");
