@@ -1,4 +1,4 @@
-// POST /v1/responses (OpenAI Responses, stateless): the parse adapter (body -> Conversation +
+// POST /v1/responses (OpenAI Responses): the parse adapter (body -> Conversation +
 // GenerateSpec, responses_parse.cpp) and the write adapter (AssistantOutput / OutputDeltas -> a
 // response object, or its SSE events; responses_write.cpp).
 //
@@ -10,12 +10,16 @@
 // tool_choice (auto | none | required | {type: function, name}), parallel_tool_calls,
 // max_output_tokens, temperature, top_p, text.format (text | json_object | json_schema, through the
 // grammar engine), stream.
-// Accepted and ignored: reasoning, store (nothing is stored: Codex sends store false and the whole
-// input each turn), metadata, include, truncation, user, service_tier, prompt_cache_key,
-// safety_identifier, top_logprobs, stream_options, text.verbosity, and any other top-level field.
-// Refused with 400 (OpenAI's error shape): previous_response_id (nothing is stored), background
-// true, items or parts of other types (images, files), a function_call_output whose call_id no
-// earlier function_call has, bad types and ranges.
+// previous_response_id continues a stored answer: its conversation (input items + output items)
+// goes before this request's input (this request's instructions apply, as OpenAI's do). Answers are
+// stored unless "store": false (Codex sends false and the whole input each turn): in memory, at most
+// kMaxStoredResponses, least recently used out first (responses_store.h); GET / DELETE
+// /v1/responses/{id} read and remove them. An unknown previous_response_id is a 404.
+// Accepted and ignored: reasoning, metadata, include, truncation, user, service_tier,
+// prompt_cache_key, safety_identifier, top_logprobs, stream_options, text.verbosity, and any other
+// top-level field.
+// Refused with 400 (OpenAI's error shape): background true, items or parts of other types (images,
+// files), a function_call_output whose call_id no earlier function_call has, bad types and ranges.
 #pragma once
 #include <string>
 #include <string_view>
@@ -43,6 +47,8 @@ class ResponsesWriter : public ChatApiWriter {
 
   // The response object (status "in_progress" with no output when out is null).
   nlohmann::ordered_json response_json(const AssistantOutput* out) const;
+  // The final response object once body() or stream_end() wrote it (what is stored).
+  std::optional<nlohmann::ordered_json> final_response;
 
  private:
   std::string event(const char* type, nlohmann::ordered_json data);

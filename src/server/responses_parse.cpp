@@ -193,11 +193,9 @@ std::optional<ApiError> parse_responses_request(std::string_view body, const Pro
   r.spec.clamp_max_tokens = true;
   Conversation& c = r.conversation;
   TESSERA_API_TRY(f.string("model", &r.model));
-  if (f.get("previous_response_id") != nullptr) {
-    return ApiError{ErrorType::kNotImplemented,
-                    "'previous_response_id' is not supported: this server stores no responses; send the whole "
-                    "conversation in 'input' (store: false)", "previous_response_id"};
-  }
+  // previous_response_id: its stored items were put before 'input' by the handler (handle_responses).
+  std::string previous_id;
+  TESSERA_API_TRY(f.string("previous_response_id", &previous_id));
   bool background = false;
   TESSERA_API_TRY(f.boolean("background", &background));
   if (background) return ApiError{ErrorType::kNotImplemented, "'background' responses are not supported", "background"};
@@ -231,7 +229,7 @@ std::optional<ApiError> parse_responses_request(std::string_view body, const Pro
     return Fields::type_error("reasoning", "an object", *reasoning);
   }
   if (const json* md = f.get("metadata"); md != nullptr && !md->is_object()) return Fields::type_error("metadata", "an object", *md);
-  bool store = false;
+  bool store = true;
   TESSERA_API_TRY(f.boolean("store", &store));
   TESSERA_API_TRY(f.boolean("stream", &r.spec.stream));
   r.spec.chat = chat_tool_spec(c);
@@ -247,10 +245,10 @@ std::optional<ApiError> parse_responses_request(std::string_view body, const Pro
   e["instructions"] = c.system.empty() ? ojson(nullptr) : ojson(c.system);
   e["max_output_tokens"] = r.spec.max_tokens_given ? ojson(max_tokens) : ojson(nullptr);
   e["parallel_tool_calls"] = c.parallel_tool_calls;
-  e["previous_response_id"] = nullptr;
+  e["previous_response_id"] = previous_id.empty() ? ojson(nullptr) : ojson(previous_id);
   e["reasoning"] = ordered.contains("reasoning") && ordered["reasoning"].is_object() ? ordered["reasoning"]
                                                                                       : ojson{{"effort", nullptr}, {"summary", nullptr}};
-  e["store"] = false;  // nothing is stored, whatever was asked
+  e["store"] = store;
   e["temperature"] = p.temperature;
   e["text"] = ordered.contains("text") && ordered["text"].is_object() ? ordered["text"] : ojson{{"format", {{"type", "text"}}}};
   e["tool_choice"] = ordered.contains("tool_choice") && !ordered["tool_choice"].is_null() ? ordered["tool_choice"] : ojson("auto");

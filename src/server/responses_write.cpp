@@ -76,7 +76,8 @@ ojson ResponsesWriter::response_json(const AssistantOutput* out) const {
 }
 
 std::string ResponsesWriter::body(const AssistantOutput& out) {
-  return response_json(&out).dump(-1, ' ', false, ojson::error_handler_t::replace);
+  final_response = response_json(&out);
+  return final_response->dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
 std::string ResponsesWriter::event(const char* type, ojson data) {
@@ -164,6 +165,7 @@ std::string ResponsesWriter::stream_deltas(const std::vector<OutputDelta>& delta
 std::string ResponsesWriter::stream_end(const AssistantOutput& out) {
   std::string events = close_item();
   const ojson response = response_json(&out);
+  final_response = response;
   const bool incomplete = response["status"] == "incomplete";
   events += event(incomplete ? "response.incomplete" : "response.completed", ojson{{"response", response}});
   return events;
@@ -177,11 +179,58 @@ std::string ResponsesWriter::stream_error(const ApiError& e) {
 }
 
 void handle_responses(ServerState& state, const HttpRequest& req, Responder& out) {
+  // The input as items (kept with the answer for a later previous_response_id); with a
+  // previous_response_id the stored conversation's items go before them and the body is re-written.
+  std::string spliced;
+  ojson items;  // this request's conversation as input items (what a stored answer continues)
+  ojson body = ojson::parse(req.body, nullptr, false);
+  const bool is_object = body.is_object();
+  if (is_object && body.contains("input")) {
+    const ojson& input = body["input"];
+    items = input.is_string() ? ojson::array({ojson{{"role", "user"}, {"content", input}}}) : input;
+  }
+  if (is_object && body.contains("previous_response_id") && body["previous_response_id"].is_string()) {
+    const std::string id = body["previous_response_id"];
+    std::optional<ResponseStore::Entry> previous = state.responses.get(id);
+    if (!previous) {
+      return out.respond(error_response({ErrorType::kNotFound,
+                                         fmt::format("Previous response with id '{}' not found (kept in memory: at most {}, "
+                                                     "none across restarts).", id, kMaxStoredResponses),
+                                         "previous_response_id"}));
+    }
+    ojson all = previous->items;
+    if (items.is_array()) {
+      for (ojson& item : items) all.push_back(std::move(item));
+    }
+    items = std::move(all);
+    body["input"] = items;
+    spliced = body.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  }
   ojson echo;
   ChatApiRequest request;
-  if (auto e = parse_responses_request(req.body, state.config.limits, &request, &echo)) return out.respond(error_response(*e));
+  if (auto e = parse_responses_request(spliced.empty() ? std::string_view(req.body) : std::string_view(spliced),
+                                       state.config.limits, &request, &echo)) {
+    return out.respond(error_response(*e));
+  }
+  const bool store = echo.value("store", true);
   ResponsesWriter writer(std::move(echo));
   run_chat_api(state, std::move(request), writer, req, out);
+  if (store && writer.final_response) {
+    for (const ojson& item : (*writer.final_response)["output"]) items.push_back(item);
+    state.responses.put((*writer.final_response)["id"], ResponseStore::Entry{*writer.final_response, std::move(items)});
+  }
+}
+
+HttpResponse stored_response(ServerState& state, const HttpRequest& req, const std::string& id) {
+  if (req.method == "DELETE") {
+    if (!state.responses.erase(id)) {
+      return error_response({ErrorType::kNotFound, fmt::format("No response with id '{}' is stored.", id), ""});
+    }
+    return json_response(ojson{{"id", id}, {"object", "response"}, {"deleted", true}}.dump());
+  }
+  std::optional<ResponseStore::Entry> entry = state.responses.get(id);
+  if (!entry) return error_response({ErrorType::kNotFound, fmt::format("No response with id '{}' is stored.", id), ""});
+  return json_response(entry->response.dump(-1, ' ', false, ojson::error_handler_t::replace));
 }
 
 }  // namespace tessera::server

@@ -4,6 +4,7 @@
 //   /v1/completions, /v1/chat/completions   POST   on a worker (handle_generate)
 //   /v1/messages, /v1/messages/count_tokens  POST   on a worker (handle_messages; Anthropic shapes)
 //   /v1/responses                            POST   on a worker (handle_responses)
+//   /v1/responses/{id}                       GET, DELETE  at once (the stored answers)
 //   /tokenize, /detokenize, /apply-template  POST   on a worker (tokenizing may take a while)
 //   /v1/models, /v1/models/{id}              GET    at once
 //   /health, /metrics                        GET    at once
@@ -200,6 +201,9 @@ Routed route(ServerState& state, const HttpRequest& req) {
       return Routed{std::nullopt, [&state](const HttpRequest& r, Responder& out) { handle_responses(state, r, out); }};
     }
     want = "POST";
+  } else if (path.rfind("/v1/responses/", 0) == 0 && path.size() > 14) {
+    if (get || req.method == "DELETE") return now(stored_response(state, req, path.substr(14)));
+    want = "GET, DELETE";
   } else if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
     if (post) {
       return Routed{std::nullopt, blocking(state, path == "/tokenize"     ? tokenize

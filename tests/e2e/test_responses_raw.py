@@ -1,8 +1,9 @@
-"""POST /v1/responses (OpenAI Responses, stateless) over raw HTTP against the real `tessera serve` on
+"""POST /v1/responses (OpenAI Responses) over raw HTTP against the real `tessera serve` on
 SmolLM2 (no SDK: the SDK-driven tests are test_openai_responses.py / the Agents SDK ones): create,
 the stream's events (sequence numbers, ids) and its text equal to the non-streamed answer at
 temperature 0, a required function call through the grammar with a function_call_output round
-trip, text.format json_schema, max_output_tokens -> incomplete, errors.
+trip, text.format json_schema, max_output_tokens -> incomplete, errors, store + previous_response_id
+(equal to sending the whole conversation) and GET / DELETE /v1/responses/{id}.
 """
 import json
 import urllib.request
@@ -100,10 +101,31 @@ def test_json_schema_and_incomplete(server):
 
 
 def test_errors(server):
-    for body in ({"model": "m"}, {"input": []}, {"input": "x", "previous_response_id": "resp_1"},
+    for body in ({"model": "m"}, {"input": []}, {"input": "x", "previous_response_id": 7},
                  {"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]},
                  {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}):
         status, err = http(server.base, "POST", "/v1/responses", body)
         assert status == 400, (body, err)
         assert err["error"]["type"] == "invalid_request_error" and err["error"]["message"]
     assert http(server.base, "GET", "/v1/responses")[0] == 405
+    status, err = http(server.base, "POST", "/v1/responses", {"input": "x", "previous_response_id": "resp_nope"})
+    assert status == 404 and "resp_nope" in err["error"]["message"]
+
+
+def test_store_and_previous_response_id(server):
+    status, first = http(server.base, "POST", "/v1/responses", {**BODY, "store": True, "input": "My name is Ada."})
+    assert status == 200 and first["store"] is True
+    status, got = http(server.base, "GET", f"/v1/responses/{first['id']}")
+    assert status == 200 and got == first
+    follow = {**BODY, "input": "What is my name?", "previous_response_id": first["id"]}
+    status, second = http(server.base, "POST", "/v1/responses", follow)
+    assert status == 200 and second["previous_response_id"] == first["id"]
+    # The continuation is the whole conversation sent at once.
+    whole = {**BODY, "input": [{"role": "user", "content": "My name is Ada."}, *first["output"],
+                               {"role": "user", "content": "What is my name?"}]}
+    status, stateless = http(server.base, "POST", "/v1/responses", whole)
+    assert status == 200
+    assert stateless["usage"]["input_tokens"] == second["usage"]["input_tokens"]
+    assert output_text(stateless) == output_text(second)
+    assert http(server.base, "DELETE", f"/v1/responses/{first['id']}")[0] == 200
+    assert http(server.base, "GET", f"/v1/responses/{first['id']}")[0] == 404

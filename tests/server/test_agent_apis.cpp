@@ -5,6 +5,7 @@
 
 #include "server/anthropic_api.h"
 #include "server/responses_api.h"
+#include "server/responses_store.h"
 
 namespace tessera::server {
 namespace {
@@ -261,6 +262,7 @@ TEST(ResponsesParse, GoldenFunctionCallRoundTrip) {
   EXPECT_EQ(echo["max_output_tokens"], 50);
   EXPECT_EQ(echo["tool_choice"], "auto");
   EXPECT_EQ(echo["store"], false);
+  EXPECT_TRUE(echo["previous_response_id"].is_null());
 }
 
 TEST(ResponsesParse, StringInputAndJsonSchemaKeepsKeyOrder) {
@@ -292,7 +294,7 @@ TEST(ResponsesParse, MalformedBodiesAreInvalidRequests) {
       {R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", "'text.format.schema' must be a JSON Schema object"},
       {R"({"input": "x", "max_output_tokens": -1})", "'max_output_tokens' must be an integer between 1"},
       {R"({"input": "x", "temperature": 3})", "'temperature' must be between 0 and 2"},
-      {R"({"input": "x", "previous_response_id": "resp_1"})", "'previous_response_id' is not supported"},
+      {R"({"input": "x", "previous_response_id": 5})", "'previous_response_id' must be a string"},
       {R"({"input": "x", "tools": [{"type": "function"}]})", "needs a string 'name'"},
   };
   for (const Case& c : cases) {
@@ -380,6 +382,28 @@ TEST(ConversationModel, OutputFromChatShapes) {
   EXPECT_EQ(deltas[0].text, "g");
   EXPECT_EQ(deltas[0].id, "c2");
   EXPECT_EQ(deltas[0].index, 1);
+}
+
+}  // namespace
+}  // namespace tessera::server
+
+namespace tessera::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+TEST(ResponseStore, BoundedLeastRecentlyUsedFirstOut) {
+  ResponseStore store(2);
+  store.put("a", {ojson{{"id", "a"}}, ojson::array()});
+  store.put("b", {ojson{{"id", "b"}}, ojson::array()});
+  ASSERT_TRUE(store.get("a").has_value());  // a is now the most recently used
+  store.put("c", {ojson{{"id", "c"}}, ojson::array()});
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_FALSE(store.get("b").has_value());
+  EXPECT_EQ(store.get("a")->response["id"], "a");
+  EXPECT_TRUE(store.erase("c"));
+  EXPECT_FALSE(store.erase("c"));
+  EXPECT_EQ(store.size(), 1u);
 }
 
 }  // namespace

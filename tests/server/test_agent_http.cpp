@@ -194,3 +194,36 @@ TEST(AgentHttp, ModelsCardServesBothClients) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+TEST(AgentHttp, ResponsesStoreAndPreviousResponseId) {
+  ServerFixture f;
+  const json first = {{"input", "ab"}, {"max_output_tokens", 3}, {"temperature", 0}};
+  auto [s1, r1] = f.post("/v1/responses", first);
+  ASSERT_EQ(s1, 200) << r1.dump();
+  EXPECT_EQ(r1["store"], true);
+  const std::string id = r1["id"];
+  auto [s2, got] = f.get("/v1/responses/" + id);
+  ASSERT_EQ(s2, 200);
+  EXPECT_EQ(got, r1);
+  // The continuation renders the stored turn (input + output) before the new input.
+  auto [s3, r2] = f.post("/v1/responses", json{{"input", "cd"}, {"previous_response_id", id}, {"max_output_tokens", 40},
+                                               {"temperature", 0}, {"store", false}});
+  ASSERT_EQ(s3, 200) << r2.dump();
+  EXPECT_EQ(r2["previous_response_id"], id);
+  // Greedy output cycles the prompt: its first 40 bytes are the rendered conversation's.
+  const std::string prompt = "<|user|>\nab\n<|assistant|>\n" + r1["output"][0]["content"][0]["text"].get<std::string>() +
+                             "\n<|user|>\ncd\n<|assistant|>\n";
+  EXPECT_EQ(r2["output"][0]["content"][0]["text"], prompt.substr(0, 40));
+  EXPECT_EQ(f.get("/v1/responses/" + r2["id"].get<std::string>()).first, 404);  // store false: not kept
+  EXPECT_EQ(f.post("/v1/responses", json{{"input", "x"}, {"previous_response_id", "resp_nope"}}).first, 404);
+  const server::ClientResponse deleted = f.send("DELETE", "/v1/responses/" + id, "");
+  EXPECT_EQ(deleted.status, 200);
+  EXPECT_EQ(json::parse(deleted.body), json({{"id", id}, {"object", "response"}, {"deleted", true}}));
+  EXPECT_EQ(f.get("/v1/responses/" + id).first, 404);
+}
+
+}  // namespace
+}  // namespace tessera::testing
