@@ -4,7 +4,7 @@
 //
 // Request fields read: model (any id: the one served model answers, see README "Agents and SDKs"),
 // max_tokens (required), system (string | text blocks), messages (user/assistant, and system
-// messages between turns, which Claude Code sends, rendered in place; content a string
+// messages between turns, which Claude Code sends, hoisted into the system prompt; content a string
 // or blocks: text, tool_use, tool_result with string or text-block content, thinking,
 // redacted_thinking), tools (name, description, input_schema; server tools, which carry a `type`
 // and no input_schema, are dropped), tool_choice (auto | any | tool + name | none,

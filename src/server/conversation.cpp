@@ -20,7 +20,13 @@ ojson openai_tools(const Conversation& c) {
 
 ChatToolSpec chat_tool_spec(const Conversation& c) {
   ojson messages = ojson::array();
-  if (!c.system.empty()) messages.push_back(ojson{{"role", "system"}, {"content", c.system}});
+  std::string system = c.system;  // + the system turns, hoisted (see TurnRole::kSystem)
+  for (const Turn& t : c.turns) {
+    if (t.role != TurnRole::kSystem || t.text.empty()) continue;
+    if (!system.empty()) system += "\n";
+    system += t.text;
+  }
+  if (!system.empty()) messages.push_back(ojson{{"role", "system"}, {"content", system}});
   for (const Turn& t : c.turns) {
     ojson m;
     switch (t.role) {
@@ -28,8 +34,7 @@ ChatToolSpec chat_tool_spec(const Conversation& c) {
         m = {{"role", "user"}, {"content", t.text}};
         break;
       case TurnRole::kSystem:
-        m = {{"role", "system"}, {"content", t.text}};
-        break;
+        continue;
       case TurnRole::kTool:
         m = {{"role", "tool"}, {"tool_call_id", t.tool_call_id}};
         if (!t.tool_name.empty()) m["name"] = t.tool_name;

@@ -29,8 +29,10 @@ struct ToolCall {
   std::string arguments_json;  // a JSON object's text, key order as given
 };
 
-// kSystem: a system message between turns (Claude Code sends one after the first user message);
-// rendered in place, as templates that allow it (Qwen's, SmolLM's) print it.
+// kSystem: a system message between turns (Claude Code sends one after the first user message,
+// Codex a developer message). Rendered hoisted: its text joins the system prompt at the top (in
+// order, "\n"-joined), since many templates (Llama's, Mistral's) refuse a system message that is not
+// first, and a small model given one last parrots it instead of answering the user.
 enum class TurnRole { kUser, kAssistant, kTool, kSystem };
 
 struct Turn {

@@ -70,7 +70,7 @@ std::optional<ApiError> parse_item(const json& item, size_t index, InputState* s
     std::string text;
     if (!content.is_null()) TESSERA_API_TRY(parts_text(content, p + ".content", &text));
     if (role == "system" || role == "developer") {
-      // Instructions between turns are rendered in place (see conversation.h).
+      // Instructions between turns join the system prompt (TurnRole::kSystem, conversation.h).
       c->turns.push_back(Turn{TurnRole::kSystem, text, "", {}, "", ""});
     } else if (role == "user") {
       c->turns.push_back(Turn{TurnRole::kUser, text, "", {}, "", ""});

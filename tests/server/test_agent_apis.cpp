@@ -63,9 +63,8 @@ TEST(AnthropicParse, GoldenToolRoundTrip) {
   EXPECT_EQ(c.choice, ToolChoice::kRequired);
   EXPECT_FALSE(c.parallel_tool_calls);
   EXPECT_EQ(r.spec.chat.messages_json,
-            R"([{"role":"system","content":"You are terse.\nUse tools."},)"
+            R"([{"role":"system","content":"You are terse.\nUse tools.\n# Env"},)"  // the system turn hoisted
             R"({"role":"user","content":"weather in Paris?"},)"
-            R"({"role":"system","content":"# Env"},)"
             R"({"role":"assistant","content":"Checking.","reasoning_content":"need the tool","tool_calls":[)"
             R"({"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\",\"unit\":\"c\"}"}}]},)"
             R"({"role":"tool","tool_call_id":"toolu_1","name":"get_weather","content":"18C"},)"
@@ -247,7 +246,7 @@ TEST(ResponsesParse, GoldenFunctionCallRoundTrip) {
   ojson echo;
   const ChatApiRequest r = parse_responses_ok(body, &echo);
   EXPECT_EQ(r.spec.chat.messages_json,
-            R"([{"role":"system","content":"Be brief."},{"role":"system","content":"dev note"},)"
+            R"([{"role":"system","content":"Be brief.\ndev note"},)"
             R"({"role":"user","content":"weather?"},)"
             R"({"role":"assistant","content":"","reasoning_content":"use tool","tool_calls":[)"
             R"({"id":"call_9","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},)"
