@@ -5,7 +5,7 @@
 #   2. scalar-only build (TESSERA_FORCE_SCALAR): unit and kernel tests, so the fallback never rots;
 #   3. ASan + UBSan build: unit tests, then the server e2e subset on hostile input (label
 #      e2e_sanitized, tests/e2e/CMakeLists.txt): any sanitizer report in the server fails it;
-#   4. the GGUF, grammar and chat-template fuzzers, a few seconds each (clang libFuzzer).
+#   4. the GGUF, grammar, chat-template and agent-API fuzzers, a few seconds each (clang libFuzzer).
 # TESSERA_TEST_QUICK=1 runs step 1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ cmake --build build/asan -j"$jobs" --target tessera
 ctest --test-dir build/asan --output-on-failure -L 'e2e_sanitized'  # sets its own ASAN/UBSAN_OPTIONS
 
 if [ -f fuzz/CMakeLists.txt ]; then
-  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf fuzz_grammar fuzz_jinja
+  cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf fuzz_grammar fuzz_jinja fuzz_agent_apis
   for f in build/fuzz/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     echo "fuzz smoke: $f"

@@ -5,6 +5,7 @@
 // ErrorCode and HTTP lives in one file.
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "util/status.h"
 
@@ -38,6 +39,13 @@ const char* error_code_name(ErrorType type);  // OpenAI "code" or nullptr (-> JS
 
 // The JSON body for `error` (compact, one line).
 std::string error_body(const ApiError& error);
+
+// The same error in Anthropic's shape (/v1/messages), same status:
+//   {"type": "error", "error": {"type": "invalid_request_error", "message": "..."}}
+std::string anthropic_error_body(const ApiError& error);
+// Whether a request target's errors are written in Anthropic's shape (/v1/messages...): its clients
+// read them so, routing, authentication and body-limit errors included.
+bool anthropic_route(std::string_view target);
 
 // Maps an engine Error (from submit/chat_prompt) to the API error table.
 ApiError from_engine_error(const Error& error);

@@ -135,9 +135,15 @@ void Connection::on_body(error_code ec) {
 
 void Connection::fail_request(const ApiError& error) {
   keep_alive_ = false;  // the rest of the stream cannot be parsed: answer, then close
+  bool anthropic = false;  // the target, when the request line was parsed (a body over the limit)
+  if (parser_) {
+    const auto target = parser_->get().target();
+    anthropic = anthropic_route(std::string_view(target.data(), target.size()));
+  }
   parser_.reset();
   phase_ = Phase::kHandling;
   HttpResponse response = error_response(error);
+  if (anthropic) response.body = anthropic_error_body(error);
   host_.on_response(response.status);
   enqueue(head_bytes(response, false) + response.body, true);
 }

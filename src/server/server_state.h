@@ -11,6 +11,7 @@
 #include "server/backend_contract.h"
 #include "server/http_exchange.h"
 #include "server/http_server.h"
+#include "server/responses_store.h"
 
 namespace tessera::server {
 
@@ -26,6 +27,7 @@ struct ServerState {
   std::atomic<uint64_t> next_response_id{0};
   uint64_t id_salt = 0;                    // random per process, mixed into response ids
   ContractRoutes contract;                 // /v1/loads, /server_info, /version (backend_contract.h)
+  ResponseStore responses;                 // stored /v1/responses answers (responses_store.h)
 
  private:
   std::atomic<Engine*> engine_{nullptr};
@@ -70,5 +72,11 @@ Routed route(ServerState& state, const HttpRequest& request);
 
 // POST /v1/completions and /v1/chat/completions (generate_handler.cpp).
 void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& request, Responder& responder);
+// POST /v1/messages (count_only: /v1/messages/count_tokens) (anthropic_write.cpp).
+void handle_messages(ServerState& state, bool count_only, const HttpRequest& request, Responder& responder);
+// POST /v1/responses (responses_write.cpp).
+void handle_responses(ServerState& state, const HttpRequest& request, Responder& responder);
+// GET / DELETE /v1/responses/{id}: the stored answer, or its removal (responses_write.cpp).
+HttpResponse stored_response(ServerState& state, const HttpRequest& request, const std::string& id);
 
 }  // namespace tessera::server
