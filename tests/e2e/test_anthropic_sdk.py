@@ -229,7 +229,7 @@ def test_api_key(start_server):
     with pytest.raises(anthropic.AuthenticationError) as e:
         make_client(s, api_key="wrong").messages.create(model=SERVED_NAME, max_tokens=2, messages=QUESTION)
     assert e.value.status_code == 401
-    assert e.value.body["type"] == "authentication_error"
+    assert e.value.body["error"]["type"] == "authentication_error"
     # The SDK sends `Authorization: Bearer`; Claude Code with ANTHROPIC_API_KEY sends `x-api-key`.
     ok = make_client(s, api_key="sekret").messages.create(model=SERVED_NAME, max_tokens=2, messages=QUESTION)
     assert ok.usage.output_tokens == 2
