@@ -39,6 +39,10 @@ const char* error_code_name(ErrorType type);  // OpenAI "code" or nullptr (-> JS
 // The JSON body for `error` (compact, one line).
 std::string error_body(const ApiError& error);
 
+// The same error in Anthropic's shape (/v1/messages), same status:
+//   {"type": "error", "error": {"type": "invalid_request_error", "message": "..."}}
+std::string anthropic_error_body(const ApiError& error);
+
 // Maps an engine Error (from submit/chat_prompt) to the API error table.
 ApiError from_engine_error(const Error& error);
 

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "server/chat_api.h"
 #include "server/chat_output.h"
 #include "server/protocol_response.h"
 #include "server/server_state.h"
@@ -111,6 +112,9 @@ struct Job {
   std::vector<int32_t> prompt_tokens, cached_tokens;    // [num_prompts] from the latest event
   ChatShaping shaping;                                  // chat: reasoning / tool-call shaping
   std::vector<ChatStreamShaper> shapers;                // [num_prompts * n] when streaming chat
+  ChatApiWriter* writer = nullptr;                      // agent APIs (chat_api.h); null: OpenAI shapes
+  bool report_stop = false;                             // find the stop string that ended the answer
+  std::string matched_stop;                             // ... that one (cut from the text)
   bool started = false;                                 // stream: initial chunks written
   bool completed = false;                               // every choice answered (or failed)
   std::optional<ApiError> failure;                      // an engine error / abort ends everything
@@ -141,6 +145,29 @@ struct Job {
       if (!prompt_done(i)) return false;
     }
     return true;
+  }
+  HttpResponse error(const ApiError& e) const { return writer != nullptr ? writer->error(e) : error_response(e); }
+  // With report_stop the engine keeps the stop string in the text (include_stop_str_in_output);
+  // its final event ends with it (text that may begin one is held back until it matches): cut it.
+  void cut_stop(size_t prompt_index, RequestOutput& ev) {
+    if (!report_stop || ev.finish_reason != FinishReason::kStop) return;
+    const std::string text = choices[prompt_index * n()].text + ev.text_delta;
+    for (const std::string& s : spec.params.stop) {
+      if (text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0) {
+        matched_stop = s;
+        ev.text_delta.resize(ev.text_delta.size() - std::min(s.size(), ev.text_delta.size()));
+        return;
+      }
+    }
+  }
+  // The one answer of an agent-API request (n = 1, one prompt).
+  AssistantOutput output() const {
+    bool made_calls = false;
+    AssistantOutput out = assistant_output(chat_message(choices[0].text, shaping, 0, &made_calls));
+    out.finish = choices[0].finish_reason;
+    out.stop_sequence = matched_stop;
+    out.usage = usage();
+    return out;
   }
   // Records one event; returns its choice.
   ChoiceState& record(size_t prompt_index, const RequestOutput& ev) {
@@ -209,15 +236,19 @@ void run_to_completion(Job& job, Responder& out) {
       if (out.client_gone()) return abandon(job);  // nobody to answer: free the engine's work now
       if (job.state.stopping.load()) {
         job.abort_all();
-        return out.respond(error_response({ErrorType::kUnavailable, "The server is shutting down", ""}));
+        return out.respond(job.error({ErrorType::kUnavailable, "The server is shutting down", ""}));
       }
-      if (std::optional<RequestOutput> ev = job.pull(i, poll)) job.record(i, *ev);
+      if (std::optional<RequestOutput> ev = job.pull(i, poll)) {
+        job.cut_stop(i, *ev);
+        job.record(i, *ev);
+      }
     }
   }
   if (job.failure) {
     job.abort_all();
-    return out.respond(error_response(*job.failure));
+    return out.respond(job.error(*job.failure));
   }
+  if (job.writer != nullptr) return out.respond(json_response(job.writer->body(job.output())));
   out.respond(json_response(job.spec.kind == ApiKind::kChat
                                 ? chat_response(job.meta, job.choices, job.usage(), job.spec, job.token_text(), &job.shaping)
                                 : completion_response(job.meta, job.choices, job.usage(), job.spec, job.token_text())));
@@ -227,6 +258,18 @@ void run_to_completion(Job& job, Responder& out) {
 std::string event_chunks(Job& job, const ChoiceState& before, size_t text_before,
                          const RequestOutput& ev) {
   const TokenTextFn token_text = job.token_text();
+  if (job.writer != nullptr) {
+    ChatStreamShaper& shaper = job.shapers[static_cast<size_t>(before.index)];
+    std::vector<json> deltas = shaper.push(ev.text_delta);
+    if (ev.finish_reason != FinishReason::kNone) {
+      for (json& d : shaper.finish()) deltas.push_back(std::move(d));
+    }
+    std::vector<OutputDelta> pieces;
+    for (const json& d : deltas) {
+      for (OutputDelta& p : output_deltas(d)) pieces.push_back(std::move(p));
+    }
+    return pieces.empty() ? std::string() : job.writer->stream_deltas(pieces);
+  }
   if (job.spec.kind == ApiKind::kChat && job.shaping.active()) {
     ChatStreamShaper& shaper = job.shapers[static_cast<size_t>(before.index)];
     std::vector<json> deltas = shaper.push(ev.text_delta);
@@ -272,7 +315,9 @@ bool stream_round(Job& job, Responder& out_to) {
   std::string out;
   if (!job.started) {
     job.started = true;
+    if (job.writer != nullptr) out += job.writer->stream_start();
     for (const ChoiceState& c : job.choices) {
+      if (job.writer != nullptr) break;
       if (job.spec.kind == ApiKind::kChat) {
         out += sse_event(chat_chunk(job.meta, job.spec, c.index, json{{"role", "assistant"}, {"content", ""}},
                                     nullptr, job.token_text()));
@@ -284,11 +329,13 @@ bool stream_round(Job& job, Responder& out_to) {
     if (job.failure || !job.all_done()) {
       job.abort_all();
       ApiError e = job.failure ? *job.failure : ApiError{ErrorType::kUnavailable, "The server is shutting down", ""};
-      out += sse_event(error_body(e));
+      out += job.writer != nullptr ? job.writer->stream_error(e) : sse_event(error_body(e));
+    } else if (job.writer != nullptr) {
+      out += job.writer->stream_end(job.output());
     } else if (job.spec.include_usage) {
       out += sse_event(usage_chunk(job.meta, job.spec, job.usage()));
     }
-    out += kSseDone;
+    if (job.writer == nullptr) out += kSseDone;
     job.completed = true;
     out_to.write(std::move(out));
     out_to.end_stream();
@@ -306,6 +353,7 @@ bool stream_round(Job& job, Responder& out_to) {
         const int32_t sample = std::clamp(ev->sample_index, 0, job.n() - 1);
         const ChoiceState& c = job.choices[i * job.n() + sample];
         const size_t text_before = c.text.size();
+        job.cut_stop(i, *ev);
         job.record(i, *ev);
         if (ev->finish_reason == FinishReason::kAbort || ev->finish_reason == FinishReason::kError) break;
         out += event_chunks(job, c, text_before, *ev);
@@ -317,7 +365,8 @@ bool stream_round(Job& job, Responder& out_to) {
   if (out.empty() && now - job.last_write < std::chrono::milliseconds(job.state.config.keep_alive_interval_ms)) {
     return true;  // nothing yet
   }
-  if (out.empty()) out = ": keep-alive\n\n";  // SSE comment: ignored by clients, detects gone ones
+  // An SSE comment (or the API's own ping): ignored by clients, detects gone ones.
+  if (out.empty()) out = job.writer != nullptr ? job.writer->keep_alive() : std::string(": keep-alive\n\n");
   job.last_write = now;
   if (!out_to.write(std::move(out))) {
     abandon(job);
@@ -333,32 +382,30 @@ std::string ServerState::make_response_id(const char* prefix) {
   return fmt::format("{}-{:016x}", prefix, x);
 }
 
-void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, Responder& out) {
-  GenerateSpec spec;
-  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec)) return out.respond(error_response(*e));
-  if (!spec.model.empty() && spec.model != state.config.served_model_name) {
-    return out.respond(error_response({ErrorType::kModelNotFound,
-                                       fmt::format("The model `{}` does not exist. This server serves `{}`.",
-                                                   spec.model, state.config.served_model_name),
-                                       "model"}));
-  }
-  if (state.draining.load()) {
-    return out.respond(error_response({ErrorType::kUnavailable, "The server is shutting down", ""}));
-  }
+namespace {
+
+// The flow every generate API shares once its body is parsed: drain and in-flight checks, render
+// + tokenize, submit, then one body or a stream. writer == nullptr: OpenAI's shapes.
+void run_spec(ServerState& state, GenerateSpec spec, ChatApiWriter* writer, bool report_stop, const std::string& model,
+              const HttpRequest& req, Responder& out) {
+  auto fail = [&](const ApiError& e) { out.respond(writer != nullptr ? writer->error(e) : error_response(e)); };
+  if (state.draining.load()) return fail({ErrorType::kUnavailable, "The server is shutting down", ""});
   if (state.num_in_flight.fetch_add(1) >= state.config.max_queued_requests) {
     state.num_in_flight.fetch_sub(1);
-    return out.respond(error_response({ErrorType::kRateLimit,
-                                       fmt::format("Too many requests in flight (limit {}); retry later",
-                                                   state.config.max_queued_requests),
-                                       ""}));
+    return fail({ErrorType::kRateLimit,
+                 fmt::format("Too many requests in flight (limit {}); retry later", state.config.max_queued_requests), ""});
   }
+  const ApiKind kind = spec.kind;
   // From here the slot is owned by the Job (released when the Job dies).
   Job job(state, std::move(spec));
+  job.writer = writer;
+  job.report_stop = report_stop;
   Prepared prepared;
-  if (auto e = prepare(state.engine(), job.spec, &prepared)) return out.respond(error_response(*e));
+  if (auto e = prepare(state.engine(), job.spec, &prepared)) return fail(*e);
   const std::string rendered_prompt = kind == ApiKind::kChat ? prepared.prompt_texts[0] : std::string();
+  const int64_t num_prompt_tokens = static_cast<int64_t>(prepared.prompt_ids[0].size());
   if (out.client_gone()) return;  // left while the prompt was tokenized: nothing to submit
-  if (auto e = submit_all(job, prepared)) return out.respond(error_response(*e));
+  if (auto e = submit_all(job, prepared)) return fail(*e);
   // A safe X-Request-ID names the response (as vLLM does): the gateway's and the client's logs agree.
   const char* id_prefix = kind == ApiKind::kChat ? "chatcmpl" : "cmpl";
   const auto client_id = safe_request_id(req.header("X-Request-ID"));
@@ -368,6 +415,11 @@ void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, R
                           state.config.served_model_name};
   if (kind == ApiKind::kChat) {
     job.shaping = chat_shaping(job.spec.chat, rendered_prompt, job.meta.id);
+    if (writer != nullptr) {
+      const std::string hex = state.make_response_id("x").substr(2);
+      job.shaping.call_id_prefix = writer->call_id_prefix() + "_" + hex;
+      writer->begin(hex, job.meta.created, model.empty() ? state.config.served_model_name : model, num_prompt_tokens);
+    }
     for (const ChoiceState& c : job.choices) job.shapers.emplace_back(job.shaping, c.index);
   }
   if (!job.spec.stream) return run_to_completion(job, out);
@@ -379,6 +431,38 @@ void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, R
   while (stream_round(job, out)) {
   }
   if (!job.completed) job.abort_all();  // ended early: the engine must not keep it
+}
+
+}  // namespace
+
+void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, Responder& out) {
+  GenerateSpec spec;
+  if (auto e = parse_generate_request(kind, req.body, state.config.limits, &spec)) return out.respond(error_response(*e));
+  if (!spec.model.empty() && spec.model != state.config.served_model_name) {
+    return out.respond(error_response({ErrorType::kModelNotFound,
+                                       fmt::format("The model `{}` does not exist. This server serves `{}`.",
+                                                   spec.model, state.config.served_model_name),
+                                       "model"}));
+  }
+  run_spec(state, std::move(spec), nullptr, false, "", req, out);
+}
+
+void run_chat_api(ServerState& state, ChatApiRequest request, ChatApiWriter& writer, const HttpRequest& req,
+                  Responder& out) {
+  run_spec(state, std::move(request.spec), &writer, request.report_stop_sequence, request.model, req, out);
+}
+
+std::optional<ApiError> count_chat_api_tokens(ServerState& state, ChatApiRequest& request, int64_t* num_tokens) {
+  Prepared prepared;
+  GenerateSpec spec = request.spec;
+  spec.max_tokens_given = false;  // only the prompt is counted
+  if (auto e = prepare(state.engine(), spec, &prepared)) return e;
+  *num_tokens = static_cast<int64_t>(prepared.prompt_ids[0].size());
+  return std::nullopt;
+}
+
+std::string sse_named_event(const std::string& name, const nlohmann::ordered_json& data) {
+  return "event: " + name + "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
 }  // namespace tessera::server

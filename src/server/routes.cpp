@@ -2,6 +2,8 @@
 //
 //   route        method   answered
 //   /v1/completions, /v1/chat/completions   POST   on a worker (handle_generate)
+//   /v1/messages, /v1/messages/count_tokens  POST   on a worker (handle_messages; Anthropic shapes)
+//   /v1/responses                            POST   on a worker (handle_responses)
 //   /tokenize, /detokenize, /apply-template  POST   on a worker (tokenizing may take a while)
 //   /v1/models, /v1/models/{id}              GET    at once
 //   /health, /metrics                        GET    at once
@@ -32,8 +34,11 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
 
 json model_card(const ServerState& state) {
   const ModelInfo& info = state.engine().model_info();
+  // OpenAI's fields (object, created, owned_by) and Anthropic's (type, display_name, created_at):
+  // both SDKs' models.list read the same card.
   return json{{"id", state.config.served_model_name}, {"object", "model"}, {"created", 0},
-              {"owned_by", "tessera"},
+              {"owned_by", "tessera"}, {"type", "model"}, {"display_name", state.config.served_model_name},
+              {"created_at", "1970-01-01T00:00:00Z"},
               // The file name only: the absolute path tells clients about the host's layout.
               {"root", std::filesystem::path(info.path).filename().string()}, {"max_model_len", info.context_length}};
 }
@@ -115,6 +120,9 @@ BlockingHandler blocking(ServerState& state, HttpResponse (*fn)(ServerState&, co
 
 Routed now(HttpResponse response) { return Routed{std::move(response), nullptr}; }
 
+// Anthropic's clients read errors in Anthropic's shape, routing and authentication ones included.
+bool anthropic_route(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
+
 }  // namespace
 
 HttpResponse json_response(std::string body) {
@@ -146,13 +154,22 @@ Routed route(ServerState& state, const HttpRequest& req) {
   state.num_http_requests.fetch_add(1);
   const std::string& path = req.path;
   const bool open_route = path == "/health" || (path == "/metrics" && state.config.metrics_without_key);
+  auto error_now = [&](const ApiError& e) {
+    HttpResponse res = error_response(e);
+    if (anthropic_route(path)) res.body = anthropic_error_body(e);
+    return now(std::move(res));
+  };
   if (!state.config.api_key.empty() && !open_route) {
+    // The key as a bearer token, or in x-api-key (how Anthropic's clients send ANTHROPIC_API_KEY).
     const std::string auth = req.header("Authorization");
-    if (auth.empty() || !constant_time_equal(auth, "Bearer " + state.config.api_key)) {
-      return now(error_response({ErrorType::kAuthentication,
-                                 auth.empty() ? "Missing API key: send 'Authorization: Bearer <key>'"
-                                              : "Incorrect API key provided",
-                                 ""}));
+    const std::string x_api_key = req.header("x-api-key");
+    const bool ok = (!auth.empty() && constant_time_equal(auth, "Bearer " + state.config.api_key)) ||
+                    (!x_api_key.empty() && constant_time_equal(x_api_key, state.config.api_key));
+    if (!ok) {
+      return error_now({ErrorType::kAuthentication,
+                        auth.empty() && x_api_key.empty() ? "Missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
+                                                          : "Incorrect API key provided",
+                        ""});
     }
   }
   if (!state.ready()) {  // still loading the model: nothing but the health answer exists yet
@@ -161,7 +178,7 @@ Routed route(ServerState& state, const HttpRequest& req) {
       res.body = R"({"status":"loading"})";
       return now(std::move(res));
     }
-    return now(error_response({ErrorType::kUnavailable, "The model is loading; retry shortly", ""}));
+    return error_now({ErrorType::kUnavailable, "The model is loading; retry shortly", ""});
   }
   const bool get = req.method == "GET", post = req.method == "POST";
   const char* want = nullptr;  // the method a known route takes
@@ -173,6 +190,19 @@ Routed route(ServerState& state, const HttpRequest& req) {
                     }};
     }
     want = "POST";
+  } else if (path == "/v1/messages" || path == "/v1/messages/count_tokens") {
+    if (post) {
+      const bool count_only = path != "/v1/messages";
+      return Routed{std::nullopt, [&state, count_only](const HttpRequest& r, Responder& out) {
+                      handle_messages(state, count_only, r, out);
+                    }};
+    }
+    want = "POST";
+  } else if (path == "/v1/responses") {
+    if (post) {
+      return Routed{std::nullopt, [&state](const HttpRequest& r, Responder& out) { handle_responses(state, r, out); }};
+    }
+    want = "POST";
   } else if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
     if (post) {
       return Routed{std::nullopt, blocking(state, path == "/tokenize"     ? tokenize
@@ -181,7 +211,11 @@ Routed route(ServerState& state, const HttpRequest& req) {
     }
     want = "POST";
   } else if (path == "/v1/models") {
-    if (get) return now(json_response(dump_json(json{{"object", "list"}, {"data", json::array({model_card(state)})}})));
+    if (get) {
+      return now(json_response(dump_json(json{{"object", "list"}, {"data", json::array({model_card(state)})}, {"has_more", false},
+                                              {"first_id", state.config.served_model_name},
+                                              {"last_id", state.config.served_model_name}})));
+    }
     want = "GET";
   } else if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
     if (get) {
@@ -206,12 +240,11 @@ Routed route(ServerState& state, const HttpRequest& req) {
     want = "GET";
   }
   if (want != nullptr) {
-    HttpResponse res = error_response({ErrorType::kMethodNotAllowed,
-                                       fmt::format("Method {} is not allowed on {}", req.method, path), ""});
-    res.headers.emplace_back("Allow", want);
-    return now(std::move(res));
+    Routed res = error_now({ErrorType::kMethodNotAllowed, fmt::format("Method {} is not allowed on {}", req.method, path), ""});
+    res.now->headers.emplace_back("Allow", want);
+    return res;
   }
-  return now(error_response({ErrorType::kNotFound, fmt::format("Unknown route: {} {}", req.method, path), ""}));
+  return error_now({ErrorType::kNotFound, fmt::format("Unknown route: {} {}", req.method, path), ""});
 }
 
 ServerCounters ServerState::counters() const {

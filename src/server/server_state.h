@@ -70,5 +70,9 @@ Routed route(ServerState& state, const HttpRequest& request);
 
 // POST /v1/completions and /v1/chat/completions (generate_handler.cpp).
 void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& request, Responder& responder);
+// POST /v1/messages (count_only: /v1/messages/count_tokens) (anthropic_write.cpp).
+void handle_messages(ServerState& state, bool count_only, const HttpRequest& request, Responder& responder);
+// POST /v1/responses (responses_write.cpp).
+void handle_responses(ServerState& state, const HttpRequest& request, Responder& responder);
 
 }  // namespace tessera::server
