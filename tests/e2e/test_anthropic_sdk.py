@@ -6,7 +6,8 @@ conversation sent through both APIs renders the same prompt and greedy-decodes t
 the same token counts: the Anthropic answers are pinned to the chat answers (and `stop_reason` to
 the mapped `finish_reason`). Also: the event sequence of `messages.stream` and its text equal to the
 non-streamed one; a forced `tool_use` (Qwen2.5-Coder-0.5B, `tool_choice` `tool`) and its
-`tool_result` round trip; count_tokens equal to a create's `usage.input_tokens`; the prefix cache in
+`tool_result` round trip; count_tokens equal to a create's prompt (`input_tokens` + `cache_read_input_tokens`: as in
+Anthropic's API, `input_tokens` is the part not read from the prefix cache); the prefix cache in
 `cache_read_input_tokens`; the fields Claude Code sends on every request accepted (recorded from
 `claude` 2.1.337, see README "Pointing agents at tessera"); errors in Anthropic's shape mapped to
 the SDK's exception classes.
@@ -52,6 +53,11 @@ def chat(client, messages, max_tokens, **kw):
     return client.chat.completions.create(model=SERVED_NAME, messages=messages, max_tokens=max_tokens, temperature=0, **kw)
 
 
+def prompt_tokens(usage):
+    """The whole prompt: Anthropic's `input_tokens` counts only the part not read from the cache."""
+    return usage.input_tokens + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
+
+
 def text_of(message):
     assert [b.type for b in message.content] == ["text"], message.content
     return message.content[0].text
@@ -64,7 +70,7 @@ def test_create_equals_chat(ac, client):
     assert text_of(m) == c.choices[0].message.content
     assert m.stop_reason == STOP_REASON[c.choices[0].finish_reason]
     assert m.stop_sequence is None
-    assert m.usage.input_tokens == c.usage.prompt_tokens
+    assert prompt_tokens(m.usage) == c.usage.prompt_tokens
     assert m.usage.output_tokens == c.usage.completion_tokens
 
 
@@ -81,7 +87,7 @@ def test_system_string_equals_blocks_and_chat(ac, client):
                                    system=[{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}])
     c = chat(client, [{"role": "system", "content": system}] + QUESTION, 20)
     assert text_of(as_string) == text_of(as_blocks) == c.choices[0].message.content
-    assert as_string.usage.input_tokens == as_blocks.usage.input_tokens == c.usage.prompt_tokens
+    assert prompt_tokens(as_string.usage) == prompt_tokens(as_blocks.usage) == c.usage.prompt_tokens
 
 
 def test_stream_equals_create(ac):
@@ -96,9 +102,10 @@ def test_stream_equals_create(ac):
                      ["content_block_stop", "message_delta", "message_stop"])
     assert all(e.delta.type == "text_delta" and e.index == 0 for e in deltas)
     assert "".join(e.delta.text for e in deltas) == text_of(final) == text_of(whole)
-    assert events[0].message.usage.input_tokens == whole.usage.input_tokens
+    assert prompt_tokens(events[0].message.usage) == prompt_tokens(whole.usage)
     assert final.stop_reason == whole.stop_reason
     assert final.usage.output_tokens == whole.usage.output_tokens
+    assert prompt_tokens(final.usage) == prompt_tokens(whole.usage)
     assert final.id.startswith("msg_")
 
 
@@ -108,7 +115,7 @@ def test_count_tokens_equals_create(ac):
                           {"role": "user", "content": [{"type": "text", "text": "And of Italy?"}]}])
     counted = ac.messages.count_tokens(**body)
     m = ac.messages.create(max_tokens=4, extra_body=GREEDY, **body)
-    assert counted.input_tokens == m.usage.input_tokens > 10
+    assert counted.input_tokens == prompt_tokens(m.usage) > 10
 
 
 def test_models_list(ac):
@@ -121,9 +128,13 @@ def test_prefix_cache_read_tokens(ac):
     messages = [{"role": "user", "content": long_text + "\nHow many lines are there?"}]
     first = ac.messages.create(model=SERVED_NAME, max_tokens=2, messages=messages, extra_body=GREEDY)
     again = ac.messages.create(model=SERVED_NAME, max_tokens=2, messages=messages, extra_body=GREEDY)
-    assert again.usage.input_tokens == first.usage.input_tokens > 300
-    # Whole 16-token blocks of the prompt, the last prompt token always recomputed.
-    assert again.usage.cache_read_input_tokens == (first.usage.input_tokens - 1) // 16 * 16
+    total = prompt_tokens(first.usage)
+    assert prompt_tokens(again.usage) == total > 300
+    # Whole 16-token blocks of the prompt, the last prompt token always recomputed; input_tokens is
+    # the rest (Anthropic's meaning: what was not read from the cache).
+    assert again.usage.cache_read_input_tokens == (total - 1) // 16 * 16
+    assert again.usage.input_tokens == total - again.usage.cache_read_input_tokens
+    assert first.usage.cache_read_input_tokens < again.usage.cache_read_input_tokens
 
 
 # The fields and headers `claude` 2.1.337 sends on every request (recorded): accepted, ignored.
@@ -171,7 +182,8 @@ def test_claude_code_request_accepted(server, max_tokens):
     assert body["stop_reason"] in ("end_turn", "max_tokens")
     _, counted = http(server.base, "POST", "/v1/messages/count_tokens?beta=true",
                       {k: v for k, v in claude_code_body(max_tokens).items() if k != "max_tokens"}, headers=CLAUDE_CODE_HEADERS)
-    assert counted["input_tokens"] == body["usage"]["input_tokens"]
+    usage = body["usage"]
+    assert counted["input_tokens"] == usage["input_tokens"] + usage["cache_read_input_tokens"] > 20
 
 
 def test_claude_code_stream_event_order(server):
@@ -199,7 +211,8 @@ def raw_error(server, body, path="/v1/messages", headers=None):
     ("messages not a list", {"model": SERVED_NAME, "max_tokens": 4, "messages": "hi"}, "messages"),
     ("unknown block type", {"model": SERVED_NAME, "max_tokens": 4,
                             "messages": [{"role": "user", "content": [{"type": "video", "url": "x"}]}]}, "video"),
-    ("bad role", {"model": SERVED_NAME, "max_tokens": 4, "messages": [{"role": "robot", "content": "hi"}]}, "robot"),
+    ("bad role", {"model": SERVED_NAME, "max_tokens": 4, "messages": [{"role": "robot", "content": "hi"}]},
+     "messages[0].role"),
     ("tool_result without its tool_use", {"model": SERVED_NAME, "max_tokens": 4, "messages": [
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_missing", "content": "x"}]}]},
      "toolu_missing"),
@@ -281,7 +294,7 @@ def test_count_tokens_with_tools_equals_create(qwen_ac):
     counted = qwen_ac.messages.count_tokens(model=SERVED_NAME, tools=[TOOL],
                                             tool_choice={"type": "tool", "name": "get_weather"},
                                             messages=[{"role": "user", "content": WEATHER_QUESTION}])
-    assert counted.input_tokens == forced_call(qwen_ac).usage.input_tokens
+    assert counted.input_tokens == prompt_tokens(forced_call(qwen_ac).usage)
 
 
 # The conversation of test_tools_qwen.py's pinned follow-up (system prompt, the call, its result,
@@ -308,5 +321,5 @@ def test_tool_result_round_trip_equals_chat(qwen_ac, qwen_client, result_content
              tools=[OPENAI_TOOL], tool_choice="none")
     assert c.choices[0].message.content == ANSWER
     assert text_of(m) == ANSWER
-    assert m.usage.input_tokens == c.usage.prompt_tokens
+    assert prompt_tokens(m.usage) == c.usage.prompt_tokens
     assert m.stop_reason == "end_turn"

@@ -97,11 +97,17 @@ def test_stream_equals_create(client):
     assert final.output_text == text and final.status == whole.status
     assert final.usage.output_tokens == whole.usage.output_tokens
     assert final.usage.input_tokens == whole.usage.input_tokens
-    # The SDK's accumulating helper checks the same invariants (ids, order) and must agree.
+    # The SDK's accumulating helper checks the same invariants (ids, order) and must agree. Its
+    # get_final_response() needs response.completed; a cut answer ends with response.incomplete.
     with client.responses.stream(model=SERVED_NAME, input=QUESTION, max_output_tokens=24, temperature=0) as s:
+        last = list(s)[-1]
+    assert last.type == events[-1].type and last.response.output_text == text
+    finished = create(client, input="What is 2+2?", max_output_tokens=64)
+    assert finished.status == "completed"
+    with client.responses.stream(model=SERVED_NAME, input="What is 2+2?", max_output_tokens=64, temperature=0) as s:
         for _ in s:
             pass
-        assert s.get_final_response().output_text == text
+        assert s.get_final_response().output_text == finished.output_text
 
 
 def test_prefix_cached_tokens(client):
@@ -122,17 +128,27 @@ def test_stateless_codex_style(client):
     assert message_text(r) == create(client, input=QUESTION, max_output_tokens=8).output_text
 
 
-def test_json_schema_output_validates(client):
+def test_json_schema_output_validates_and_equals_chat(client):
     jsonschema = pytest.importorskip("jsonschema")
     schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
                                                "population_millions": {"type": "integer", "minimum": 0, "maximum": 99}},
               "required": ["city", "population_millions"], "additionalProperties": False}
-    r = create(client, input="Name a big city and its population in millions, as JSON.", max_output_tokens=48,
+    prompt = "Name a big city and its population in millions, as JSON."
+    r = create(client, input=prompt, max_output_tokens=48,
                text={"format": {"type": "json_schema", "name": "city", "schema": schema, "strict": True}})
     assert r.status == "completed"
     jsonschema.validate(json.loads(message_text(r)), schema)
+    c = chat(client, [{"role": "user", "content": prompt}], 48,
+             response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": schema, "strict": True}})
+    assert r.output_text == c.choices[0].message.content
+
+
+def test_json_object_equals_chat(client):
+    # SmolLM2 writes a long object: cut at 48 tokens, the same text and status as chat's.
     r = create(client, input="Reply with a JSON object.", max_output_tokens=48, text={"format": {"type": "json_object"}})
-    assert isinstance(json.loads(r.output_text), dict)
+    c = chat(client, [{"role": "user", "content": "Reply with a JSON object."}], 48, response_format={"type": "json_object"})
+    assert r.output_text == c.choices[0].message.content and r.output_text.startswith("{")
+    assert r.status == ("incomplete" if c.choices[0].finish_reason == "length" else "completed")
 
 
 @pytest.mark.parametrize("name,body,param", [
