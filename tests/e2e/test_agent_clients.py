@@ -110,7 +110,7 @@ def test_claude_code_print_mode(start_server):
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     assert lines, f"no output (exit {out.returncode}): {out.stderr[-2000:]}\nserver: {s.read_log()}"
     result = json.loads(lines[-1])
-    assert result["is_error"] is False, f"{result}\nserver: {s.read_log()}"
+    assert result["is_error"] is False, f"{result.get('result')!r} ({result.get('api_error_status')})\n{result}\nserver: {s.read_log()}"
     assert result["subtype"] == "success" and out.returncode == 0
     assert isinstance(result["result"], str) and result["result"].strip()
     assert result["usage"]["input_tokens"] + result["usage"]["cache_read_input_tokens"] > 8000
