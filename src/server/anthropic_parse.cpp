@@ -211,6 +211,7 @@ std::optional<ApiError> parse_anthropic_request(std::string_view body, const Pro
   const Fields f(obj);
   ChatApiRequest r;
   r.spec.kind = ApiKind::kChat;
+  r.spec.clamp_max_tokens = true;
   TESSERA_API_TRY(f.string("model", &r.model));
   int64_t max_tokens = 0;
   bool given = false;

@@ -80,6 +80,9 @@ std::optional<ApiError> prepare(const Engine& engine, GenerateSpec& spec, Prepar
                                   "prompt has {} tokens (no room for output).", context, num_prompt),
                       spec.kind == ApiKind::kChat ? "messages" : "prompt"};
     }
+    if (spec.max_tokens_given && spec.clamp_max_tokens && num_prompt + spec.params.max_tokens > context) {
+      spec.params.max_tokens = static_cast<int32_t>(context - num_prompt);
+    }
     if (spec.max_tokens_given && num_prompt + spec.params.max_tokens > context) {
       return ApiError{ErrorType::kContextLength,
                       fmt::format("This model's maximum context length is {} tokens. However, you "

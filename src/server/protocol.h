@@ -53,6 +53,8 @@ struct GenerateSpec {
   std::vector<ChatMessage> messages;    // chat: >= 1 messages
   SamplingParams params;                // params.logprobs set when logprobs are requested
   bool max_tokens_given = false;        // else the handler picks the default
+  bool clamp_max_tokens = false;        // a max_tokens past the context's room is cut to it (the
+                                        // agent APIs: Claude Code asks for its model's 32k-128k)
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
   bool echo = false;                    // completions: prompt text precedes the output

@@ -190,6 +190,7 @@ std::optional<ApiError> parse_responses_request(std::string_view body, const Pro
   const Fields f(obj);
   ChatApiRequest r;
   r.spec.kind = ApiKind::kChat;
+  r.spec.clamp_max_tokens = true;
   Conversation& c = r.conversation;
   TESSERA_API_TRY(f.string("model", &r.model));
   if (f.get("previous_response_id") != nullptr) {

@@ -96,6 +96,16 @@ TEST(AgentHttp, MessagesStopReasons) {
   ASSERT_EQ(s2, 200);
   EXPECT_EQ(m2["content"][0]["text"], "<|user|>\nab");
   EXPECT_EQ(m2["stop_reason"], "end_turn");
+  // Claude Code asks for its model's max_tokens (32000-128000): cut to the room the context leaves.
+  json big = kHello;
+  big["max_tokens"] = 128000;
+  auto [s3, m3] = f.post("/v1/messages", big);
+  ASSERT_EQ(s3, 200) << m3.dump();
+  EXPECT_EQ(m3["stop_reason"], "max_tokens");
+  const int64_t prompt_tokens = 1 + std::string("<|user|>\nhello\n<|assistant|>\n").size();
+  EXPECT_EQ(m3["usage"]["input_tokens"].get<int64_t>() + m3["usage"]["cache_read_input_tokens"].get<int64_t>(), prompt_tokens);
+  EXPECT_EQ(m3["usage"]["cache_read_input_tokens"], 16);  // the same prompt ran above: one 16-token block cached
+  EXPECT_EQ(m3["usage"]["output_tokens"], 256 - prompt_tokens);
 }
 
 TEST(AgentHttp, MessagesErrorsInAnthropicShape) {
