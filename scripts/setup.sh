@@ -80,6 +80,17 @@ if ! "$PYTHON" -c "import selenium" 2>/dev/null; then
   "$PYTHON" -c "import selenium" || { echo "setup: error: selenium did not install" >&2; exit 1; }
 fi
 
+# The agent-client tests (tests/e2e/test_anthropic_sdk.py, test_responses_sdk.py,
+# test_agent_clients.py) drive the server with the real clients: the anthropic SDK, the OpenAI Agents
+# SDK, and Claude Code, whose `claude` CLI the claude-agent-sdk wheel bundles (_bundled/claude).
+if ! "$PYTHON" -c "import anthropic, agents, claude_agent_sdk" 2>/dev/null; then
+  echo "setup: installing anthropic, openai-agents and claude-agent-sdk (agent-client tests)"
+  if ! "$PYTHON" -m pip install -q anthropic openai openai-agents claude-agent-sdk; then
+    echo "setup: error: pip install anthropic openai openai-agents claude-agent-sdk failed" >&2
+    exit 1
+  fi
+fi
+
 # The gateway tests (tests/e2e/test_cluster.py) and scripts/cluster.sh run SMG, the SGLang model
 # gateway (a Rust binary in a PyPI wheel).
 if ! command -v smg >/dev/null 2>&1; then

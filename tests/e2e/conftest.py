@@ -36,6 +36,12 @@ START_TIMEOUT_S = 180 * SLOWDOWN
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
+def pytest_configure(config):
+    # Claude Code's run prefills a ~13k-token prompt (minutes on a small CPU): ctest runs it as its own
+    # test (e2e_claude_code), and e2e_server deselects it.
+    config.addinivalue_line("markers", "claude_code: runs the claude CLI against the server (slow; own ctest)")
+
+
 def sanitizer_report(text):
     """The sanitizer report in a process's output (from its first line on), or None."""
     at = [i for i in (text.find(m) for m in SANITIZER_MARKERS) if i >= 0]
