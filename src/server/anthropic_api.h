@@ -31,8 +31,11 @@
 namespace tessera::server {
 
 // max_tokens_required: false for count_tokens (its body has none).
+// `defaults`: the sampling knobs the body omits (the server passes the model's recommended
+// sampling, ModelInfo::default_sampling).
 std::optional<ApiError> parse_anthropic_request(std::string_view body, const ProtocolLimits& limits,
-                                                bool max_tokens_required, ChatApiRequest* out);
+                                                bool max_tokens_required, ChatApiRequest* out,
+                                                const SamplingParams& defaults = SamplingParams{});
 
 class AnthropicWriter : public ChatApiWriter {
  public:

@@ -204,12 +204,14 @@ std::optional<ApiError> parse_stop_sequences(const json* v, const ProtocolLimits
 }  // namespace
 
 std::optional<ApiError> parse_anthropic_request(std::string_view body, const ProtocolLimits& limits,
-                                                bool max_tokens_required, ChatApiRequest* out) {
+                                                bool max_tokens_required, ChatApiRequest* out,
+                                                const SamplingParams& defaults) {
   json obj;
   TESSERA_API_TRY(parse_object(body, &obj));
   const ojson ordered = ojson::parse(body, nullptr, false);  // key order of schemas and tool inputs
   const Fields f(obj);
   ChatApiRequest r;
+  r.spec.params = defaults;
   r.spec.kind = ApiKind::kChat;
   r.spec.clamp_max_tokens = true;
   TESSERA_API_TRY(f.string("model", &r.model));

@@ -131,7 +131,8 @@ namespace tessera::server {
 void handle_messages(ServerState& state, bool count_only, const HttpRequest& req, Responder& out) {
   AnthropicWriter writer;
   ChatApiRequest request;
-  if (auto e = parse_anthropic_request(req.body, state.config.limits, /*max_tokens_required=*/!count_only, &request)) {
+  if (auto e = parse_anthropic_request(req.body, state.config.limits, /*max_tokens_required=*/!count_only, &request,
+                                       state.engine().model_info().default_sampling)) {
     return out.respond(writer.error(*e));
   }
   if (!count_only) return run_chat_api(state, std::move(request), writer, req, out);

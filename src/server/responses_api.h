@@ -30,8 +30,10 @@ namespace tessera::server {
 
 // *echo receives the request's parameters as a response object repeats them (instructions, tools,
 // tool_choice, text, temperature, ...).
+// `defaults`: the sampling knobs the body omits (the model's recommended sampling).
 std::optional<ApiError> parse_responses_request(std::string_view body, const ProtocolLimits& limits, ChatApiRequest* out,
-                                                nlohmann::ordered_json* echo);
+                                                nlohmann::ordered_json* echo,
+                                                const SamplingParams& defaults = SamplingParams{});
 
 class ResponsesWriter : public ChatApiWriter {
  public:

@@ -183,12 +183,13 @@ std::optional<ApiError> parse_text_format(const json& text, const ojson& otext, 
 }  // namespace
 
 std::optional<ApiError> parse_responses_request(std::string_view body, const ProtocolLimits& limits, ChatApiRequest* out,
-                                                ojson* echo) {
+                                                ojson* echo, const SamplingParams& defaults) {
   json obj;
   TESSERA_API_TRY(parse_object(body, &obj));
   const ojson ordered = ojson::parse(body, nullptr, false);  // key order of schemas
   const Fields f(obj);
   ChatApiRequest r;
+  r.spec.params = defaults;
   r.spec.kind = ApiKind::kChat;
   r.spec.clamp_max_tokens = true;
   Conversation& c = r.conversation;

@@ -209,7 +209,8 @@ void handle_responses(ServerState& state, const HttpRequest& req, Responder& out
   ojson echo;
   ChatApiRequest request;
   if (auto e = parse_responses_request(spliced.empty() ? std::string_view(req.body) : std::string_view(spliced),
-                                       state.config.limits, &request, &echo)) {
+                                       state.config.limits, &request, &echo,
+                                       state.engine().model_info().default_sampling)) {
     return out.respond(error_response(*e));
   }
   const bool store = echo.value("store", true);
