@@ -14,7 +14,11 @@ ours / theirs (median, min-max over rounds; for latencies below 1 is better).
                      OpenAI server, same GGUF, threads and context; it serves one request at a
                      time)                                                              [B5 peer]
 
+  --compare builds   the same defaults on two builds: --binary-a (before) vs --binary (after), a
+                     no-regression check of a change                                 [B5 builds]
+
   python3 bench/bench_serving.py --compare policy --rounds 3
+  python3 bench/bench_serving.py --compare builds --binary-a /tmp/old/build/release/src/cli/tessera
   python3 bench/bench_serving.py --compare llamacpp --rates inf,0.5 --rounds 2 \
       --plot-out bench/out/b5_llamacpp.png
 
@@ -47,6 +51,10 @@ CONFIGS = {
         "all-on": ["--policy", "continuous", "--chunked-prefill", "--prefix-caching",
                    "--speculative", "ngram"],
         "all-off": ["--policy", "static", "--no-chunked-prefill", "--no-prefix-caching"],
+    },
+    "builds": {
+        "after": [],
+        "before": [],  # --binary-a
     },
     "llamacpp": {
         "tessera": [],
@@ -163,6 +171,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--compare", choices=sorted(CONFIGS), default="policy")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "release", "src", "cli", "tessera"))
+    ap.add_argument("--binary-a", help="--compare builds: the build to compare against (its server as 'before')")
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rates", default="inf,2", help="request rates (req/s), comma-separated")
@@ -186,7 +195,10 @@ def main():
     try:
         for name in names:
             ports[name] = free_port()
-            procs[name] = start_server(args.binary, ports[name], CONFIGS[args.compare][name], args)
+            binary = args.binary_a if args.compare == "builds" and name == "before" else args.binary
+            if binary is None:
+                sys.exit("--compare builds needs --binary-a")
+            procs[name] = start_server(binary, ports[name], CONFIGS[args.compare][name], args)
         results = {rate: {name: [] for name in names} for rate in args.rates.split(",")}
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.rounds):

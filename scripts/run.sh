@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Only the binary: the tests and benchmarks are built by scripts/test.sh.
-TESSERA_BUILD_TARGETS=tessera scripts/setup.sh release >/dev/null
+# Set-up progress (installs, the build's [n/N] lines) goes to stderr: stdout is the answer alone.
+TESSERA_SETUP_TESTS=0 TESSERA_BUILD_TARGETS=tessera scripts/setup.sh release 1>&2
 if [ $# -eq 0 ]; then
   exec build/release/src/cli/tessera run
 fi

