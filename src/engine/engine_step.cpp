@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/engine_impl.h"
+#include "util/op_profile.h"
 
 namespace tessera {
 
@@ -15,6 +16,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 bool EngineImpl::step() {
+  profile::OpScope engine_scope(profile::Op::kEngineStep);  // --profile: the loop's own cost around the runner
   const Clock::time_point step_start = Clock::now();
   sched::SchedulerOutput out = scheduler_->schedule();
   if (out.seqs.empty()) {

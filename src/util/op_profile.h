@@ -15,7 +15,9 @@ namespace tessera::profile {
 
 enum class Op : int {
   kEmbedding, kRmsnorm, kQkv, kBias, kRope, kWriteKv, kAttention, kWo, kResidual, kFfnGateUp,
-  kSwiglu, kFfnDown, kFinalNorm, kLogits, kSampling, kBuildBatch, kStep, kCount
+  kSwiglu, kFfnDown, kFinalNorm, kLogits, kSampling, kBuildBatch, kStep,
+  kEngineStep,  // the engine's whole step (EngineImpl::step), the runner's kStep inside it
+  kCount
 };
 constexpr int kNumOps = static_cast<int>(Op::kCount);
 
@@ -23,7 +25,7 @@ inline const char* op_name(Op op) {
   constexpr std::array<const char*, kNumOps> kNames = {
       "embedding", "rmsnorm", "qkv matmul", "qkv bias", "rope", "write_kv", "attention",
       "wo matmul", "residual add", "ffn gate+up", "swiglu", "ffn down", "final norm",
-      "logits matmul", "sampling", "build batch", "runner step (total)"};
+      "logits matmul", "sampling", "build batch", "runner step (total)", "engine step (total)"};
   return kNames[static_cast<size_t>(op)];
 }
 
@@ -64,12 +66,19 @@ inline double phase_rows(Phase phase, std::vector<OpRow>& rows) {
   rows.clear();
   double accounted = 0.0;
   for (int op = 0; op < kNumOps; ++op) {
-    if (p.calls[ph][op] == 0) continue;
+    if (p.calls[ph][op] == 0 || op == static_cast<int>(Op::kEngineStep)) continue;  // not in the runner's step
     const auto o = static_cast<Op>(op);
     rows.push_back({o, p.calls[ph][op], p.ms[ph][op]});
     if (o != Op::kStep) accounted += p.ms[ph][op];
   }
   return p.ms[ph][static_cast<size_t>(Op::kStep)] - accounted;
+}
+// The engine loop's own cost in `phase`, in ms: its steps' wall time (kEngineStep: schedule, views,
+// managers, output processing, metrics) less the runner's steps inside them (kStep).
+inline double engine_overhead_ms(Phase phase) {
+  const Profile& p = global();
+  const auto ph = static_cast<size_t>(phase);
+  return p.ms[ph][static_cast<size_t>(Op::kEngineStep)] - p.ms[ph][static_cast<size_t>(Op::kStep)];
 }
 inline bool enabled() { return global().enabled.load(std::memory_order_relaxed); }
 inline void set_phase(Phase phase) {
