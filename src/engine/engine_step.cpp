@@ -8,20 +8,23 @@
 namespace tessera {
 
 bool EngineImpl::step() {
-  profile::OpScope engine_scope(profile::Op::kEngineStep);  // --profile: the loop's own cost around the runner
+  profile::LoopScope loop_scope;  // --profile: the loop's own cost, the runner's part left out
   const Clock::time_point step_start = Clock::now();
   const sched::SchedulerOutput out = scheduler_->schedule();
   if (out.seqs.empty()) {
+    loop_scope.cancel();
     publish();
     return false;
   }
   note_first_scheduled(out);
   structured_->start_masks(out);  // constrained rows' masks, on its worker while the forward runs
   build_sampling_views(out);
+  loop_scope.runner_begin();
   runner_->forward(out);
   const std::span<const std::span<const uint64_t>> masks = structured_->wait_masks();
   for (size_t i = 0; i < out.seqs.size(); ++i) sampling_[i].allowed_tokens = masks[i];
   const RunnerOutput& result = runner_->sample(out, sampling_);
+  loop_scope.runner_end();
   fail_nonfinite_requests(out, result);
   const std::vector<sched::RequestUpdate> updates = scheduler_->update_from_output(out, result.sampled);
   const std::vector<structured::SequenceEnd>& ended = structured_->commit(updates);
