@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "sample/sampler.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "util/log.h"
