@@ -11,6 +11,7 @@
 //                                      [--kv-dtype f16|f32|q8] (our KV cache; the peer's stays f16)
 //                                      [--profile] (per-op ms per decode step and per prefill step for
 //                                      each B, last round)
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -113,6 +114,8 @@ int main(int argc, char** argv) {
   std::map<int32_t, std::vector<double>> ours_cpu;  // decode tokens per CPU second of the process
   std::map<int32_t, std::string> profiles;  // B -> the decode op table of the last round
   std::map<int32_t, std::string> prefill_profiles;  // B -> the prefill step's op table, last round
+  // B -> per round: (engine loop outside the runner, runner step) ms per decode step.
+  std::map<int32_t, std::vector<std::pair<double, double>>> engine_steps;
   if (profile_ops) profile::global().enabled.store(true);
   bool peer_ok = peer;
   for (int32_t r = 0; r < rounds; ++r) {
@@ -123,6 +126,13 @@ int main(int argc, char** argv) {
       if (profile_ops) {
         profiles[b] = profile_table(profile::Phase::kDecode);
         prefill_profiles[b] = profile_table(profile::Phase::kPrefill);
+        const profile::Profile& pr = profile::global();
+        const auto dec = static_cast<size_t>(profile::Phase::kDecode);
+        const double steps = static_cast<double>(std::max<int64_t>(1, pr.steps[dec]));
+        const double runner_ms = pr.ms[dec][static_cast<size_t>(profile::Op::kStep)] / steps;
+        const auto loop = static_cast<size_t>(profile::Op::kEngineLoop);
+        engine_steps[b].push_back(
+            {pr.ms[dec][loop] / static_cast<double>(std::max<int64_t>(1, pr.calls[dec][loop])), runner_ms});
       }
       // The decode phase: from the moment the last sequence got its first token to the last token.
       double first = 0, last = 0, first_cpu = 0, last_cpu = 0;
@@ -168,6 +178,18 @@ int main(int argc, char** argv) {
     std::printf("%4d %26s %14.2f\n", b, fmt_summary(c).c_str(), 1000.0 * b / c.median);
   }
   for (const auto& [b, table] : profiles) std::printf("\ndecode steps at B = %d (ms per step):\n%s", b, table.c_str());
+  if (!engine_steps.empty()) {
+    // The engine loop's own cost per decode step (schedule, views, managers, outputs, metrics):
+    // EngineImpl::step's wall time less the runner's part (profile::LoopScope), and its share of
+    // the whole step; the round with the smallest overhead (a loaded machine only adds to it).
+    std::printf("\nengine loop per decode step (min-overhead round of %d):\n%4s %16s %16s %8s\n", rounds, "B",
+                "runner step ms", "engine loop ms", "share");
+    for (const auto& [b, v] : engine_steps) {
+      auto best = std::min_element(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      std::printf("%4d %16.3f %16.4f %7.2f%%\n", b, best->second, best->first,
+                  100.0 * best->first / (best->first + best->second));
+    }
+  }
   for (const auto& [b, table] : prefill_profiles) {
     std::printf("\nprefill at B = %d (%d tokens; ms per prefill step):\n%s", b, b * in, table.c_str());
   }

@@ -14,7 +14,7 @@
 #include <ctime>
 #include <sstream>
 
-#include "engine/engine_requests.h"
+#include "structured/structured_outputs.h"
 #include "gguf/gguf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     auto tok = tokenizer::Tokenizer::from_gguf(file.value());
     if (!tok.ok()) return std::fprintf(stderr, "%s\n", tok.error().message.c_str()), 1;
     const auto t0 = std::chrono::steady_clock::now();
-    auto tokens = std::make_shared<const grammar::TokenTable>(grammar_vocabulary(tok.value()));
+    auto tokens = std::make_shared<const grammar::TokenTable>(structured::grammar_vocabulary(tok.value()));
     const double table_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%s: vocab %d, token table %.1f ms\n", path.c_str(), tokens->vocab_size(), table_ms);
     std::vector<double> compile_ms, compile_cpu_ms, mask_us, mask_cpu_us;

@@ -5,7 +5,7 @@
 #   # CMake:      find_package(tessera REQUIRED)  target_link_libraries(app PRIVATE tessera::tessera)
 #   # pkg-config: c++ -std=c++20 app.cpp $(pkg-config --cflags --libs tessera)
 #
-# What it holds: the modules from util up to engine (their object files, compiled once and
+# What it holds: engine and the modules under it (their object files, compiled once and
 # position-independent), so the public API's implementations are inside: tessera/status.h's
 # functions (util/status.cpp), tessera/metrics.h's (engine/metrics.cpp), Engine::create and the
 # rest of the engine facade (engine/). The server, kv_events and the CLI stay out: they are programs
@@ -15,7 +15,18 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(TESSERA_LIBRARY_MODULES util jinja gguf kernels kv model grammar tokenizer sched sample speculative runner engine)
+# engine and every module below it that it links, from src/layers.txt (a module added there comes
+# along by itself).
+set(TESSERA_LIBRARY_MODULES "")
+set(pending engine)
+while(pending)
+  list(POP_FRONT pending module)
+  if(module STREQUAL "tessera" OR module IN_LIST TESSERA_LIBRARY_MODULES)
+    continue()
+  endif()
+  list(APPEND TESSERA_LIBRARY_MODULES ${module})
+  list(APPEND pending ${TESSERA_LAYER_${module}})
+endwhile()
 set(tessera_library_objects "")
 foreach(module IN LISTS TESSERA_LIBRARY_MODULES)
   list(APPEND tessera_library_objects $<TARGET_OBJECTS:tessera_${module}>)

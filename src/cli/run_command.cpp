@@ -41,7 +41,9 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
 }
 
 // The --profile table: per op, milliseconds per step and share of the step, for each phase that ran;
-// "engine, scheduler, streaming" is the decode wall time the runner's steps do not account for.
+// "engine loop, own" is the engine step's time outside the runner (EngineImpl::step, timed there);
+// "engine, scheduler, streaming" is the decode wall time the runner's steps do not account for
+// (the engine loop, the client's streaming and the scheduling gaps between steps).
 nlohmann::json profile_report(double decode_wall_ms, bool print) {
   const profile::Profile& p = profile::global();
   nlohmann::json out = nlohmann::json::object();
@@ -70,6 +72,15 @@ nlohmann::json profile_report(double decode_wall_ms, bool print) {
     if (print) {
       std::fprintf(stderr, "  %-28s %10s %12.4f %7.1f%%\n", "runner, other", "", rest / static_cast<double>(steps),
                    step_ms > 0 ? 100.0 * rest / step_ms : 0.0);
+    }
+    // The engine's own part of each step (profile::LoopScope), per its own steps: beside the runner's.
+    const auto loop = static_cast<size_t>(profile::Op::kEngineLoop);
+    if (p.calls[ph][loop] > 0) {
+      const double loop_ms = p.ms[ph][loop] / static_cast<double>(p.calls[ph][loop]);
+      rows.push_back({{"op", "engine loop (outside the runner)"}, {"ms_per_step", loop_ms}});
+      if (print) {
+        std::fprintf(stderr, "  %-28s %10s %12.4f   (beside the runner's step)\n", "engine loop, own", "", loop_ms);
+      }
     }
     if (ph == 1 && steps > 1) {
       // The decode wall spans steps - 1 intervals (first token to last).

@@ -87,7 +87,6 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
   // Both wall-clock choices, the guard and the cost model, or neither (tests of exact counts).
   spc.speed_guard = config.speculative_speed_guard;
   spc.cost_model = config.speculative_speed_guard;
-  speculative::apply_spec_test_hooks(spc);  // defaults unless a test set them
 
   d.spec.ngram.num_speculative_tokens = config.num_speculative_tokens;
 

@@ -1,31 +1,50 @@
 // EngineImpl: the Engine of include/tessera/engine.h. One engine thread owns the scheduler, the
-// runner and every request's state; other threads talk to it only through the message queue
-// (add / abort), the request streams and the metrics snapshot.
+// runner, the managers and every request's state; other threads talk to it only through the
+// message queue (add / abort), the request streams and the metrics snapshot.
 //
 //   loop:  drain messages (add, abort)          <- submit()/abort() from any thread
-//          out     = scheduler.schedule()
-//          result  = runner.execute(out)         forward + sampling (+ speculative verification)
-//          updates = scheduler.update_from_output(out, result)
-//          per update: detokenize, stop strings, push RequestOutput to the stream, metrics
-//          spec->after_step: drafts for the next step (speculative decoding, speculative/spec_decoder.h)
+//          step():
+//            out      = scheduler.schedule()
+//            structured.start_masks(out)         token masks on its worker, overlapping the forward
+//            views    = sampling views of out    (request state, spans; nothing copied)
+//            runner.forward(out); masks = structured.wait_masks()
+//            result   = runner.sample(out, views + masks)   (+ speculative verification)
+//            updates  = scheduler.update_from_output(out, result)
+//            ended    = structured.commit(updates)          grammars complete or refused
+//            emit_step_outputs: detokenize, stop strings, RequestOutput to the streams
+//            spec.after_step: drafts for the next step (speculative/spec_decoder.h)
+//            metrics.publish
+//
+// Where each concern lives (one file and header each):
+//   engine_impl.cpp      create (the model, tokenizer, scheduler, runner, managers), the
+//                        tokenizer and chat-template facade
+//   engine_startup.h     what create derives and prints: ModelInfo, the start-up lines
+//   engine_loop.cpp      submit and validation, abort, shutdown, the thread loop, request ends
+//   engine_step.cpp      step()
+//   engine_outputs.h     a step's updates into stream events (emit_step_outputs)
+//   engine_metrics.h     counters, histograms and their published copy; KV events batches
+//   engine_requests.h    per-request state and the views of it handed down
+//   structured/          structured outputs (StructuredOutputs); speculative/ speculation
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <future>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "engine/engine_config.h"
+#include "engine/engine_metrics.h"
+#include "engine/engine_outputs.h"
 #include "engine/engine_requests.h"
-#include "grammar/compiled_grammar.h"
-#include "speculative/spec_decoder.h"
 #include "model/kv_storage.h"
 #include "model/llama_model.h"
 #include "runner/model_runner.h"
 #include "sched/scheduler.h"
+#include "speculative/spec_decoder.h"
+#include "structured/structured_outputs.h"
 #include "tessera/engine.h"
 #include "tokenizer/chat_render.h"
 #include "tokenizer/tokenizer.h"
@@ -34,7 +53,11 @@ namespace tessera {
 
 class EngineImpl final : public Engine {
  public:
-  static Result<std::unique_ptr<EngineImpl>> create_impl(const EngineConfig& config);
+  // Engine::create's body. `adjust`, when given, changes the inner configs derived from `config`
+  // before anything is built from them: what no public option reaches (tests: a synthetic
+  // proposer with fixed k, speculative::SpeculatorConfig::draft_keep_probability).
+  static Result<std::unique_ptr<EngineImpl>> create_impl(const EngineConfig& config,
+                                                          const std::function<void(EngineConfigs&)>& adjust = nullptr);
   ~EngineImpl() override;
 
   const ModelInfo& model_info() const override { return info_; }
@@ -44,29 +67,19 @@ class EngineImpl final : public Engine {
   Result<ChatPrompt> chat_prompt(const ChatTemplateInput& input, bool add_bos) const override;
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override;
-  // Validates one request and builds its kAdd message (not queued); num_before: requests of the
-  // same submit_all() ahead of it, for the queue limit.
-  Result<EngineMessage> make_add_message(GenerateRequest request, int64_t num_before);
   void abort(int64_t request_id) override;
-  MetricsSnapshot metrics() const override;
+  MetricsSnapshot metrics() const override { return metrics_->snapshot(); }
   int32_t num_unfinished_requests() const override { return num_unfinished_.load(); }
   void shutdown(std::chrono::milliseconds grace) override;
 
-  // Runs one step on the calling thread (tests drive the engine without its thread).
-  bool step();  // one schedule -> execute -> update; false when nothing ran
-
  private:
   EngineImpl() = default;
+  // engine_loop.cpp
+  // Validates one request and builds its kAdd message (not queued); num_before: requests of the
+  // same submit_all() ahead of it, for the queue limit.
+  Result<EngineMessage> make_add_message(GenerateRequest request, int64_t num_before);
   void loop();
   void drain_messages();
-  // Applies a step's updates to the requests (outputs, stop strings, metrics); `finished` gets the
-  // sequences whose sample ended, `decoding` (seq id, request id) those still running.
-  void handle_updates(const sched::SchedulerOutput& out, const RunnerOutput& result,
-                      const std::vector<sched::RequestUpdate>& updates, std::vector<int64_t>& finished,
-                      std::vector<std::pair<int64_t, int64_t>>& decoding);
-  // The sequences still decoding as the SpecDecoder reads them (spans into requests_).
-  std::vector<speculative::SpecSequence> spec_sequences(const std::vector<std::pair<int64_t, int64_t>>& decoding,
-                                                 const std::vector<sched::RequestUpdate>& updates) const;
   void finish_request_state(ActiveRequest& req);
   // Ends every sample of `req` not yet finished with a final event (reason, error text, counts):
   // an abort, or a request the engine fails.
@@ -74,16 +87,16 @@ class EngineImpl final : public Engine {
   // Ends every request whose logits rows were not usable this step (RunnerOutput::nonfinite_logits)
   // with an error event; called before the scheduler consumes the step, which then skips them.
   void fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result);
-  void publish_metrics();
-  // Drains the prefix cache's stored/removed record into one KvEventBatch for config_.on_kv_events.
-  void publish_kv_events();
-  // Structured outputs (engine_grammar.cpp): compile and attach a request's grammar at submit;
-  // start the step's token masks on a helper thread while the forward runs; the masks of a
-  // scheduled sequence (waits for them), empty when unconstrained.
-  Status attach_grammar(ActiveRequest& req);
-  void start_grammar_masks(const sched::SchedulerOutput& out);
-  void wait_grammar_masks();
-  std::span<const uint64_t> grammar_masks_of(const sched::ScheduledSeq& s) const;
+
+  // engine_step.cpp
+  bool step();  // one schedule -> forward -> sample -> update; false when nothing ran
+  void note_first_scheduled(const sched::SchedulerOutput& out);
+  // sampling_[i]: what sampling reads of out.seqs[i] (views of its request's state).
+  void build_sampling_views(const sched::SchedulerOutput& out);
+  // Speculation's one call per step: verifications, forgetting, drafts for the next step, timing.
+  void after_step_speculation(const sched::SchedulerOutput& out, const RunnerOutput& result,
+                              const std::vector<sched::RequestUpdate>& updates, Clock::time_point step_start);
+  void publish();  // the step's KV events and metrics
 
   EngineConfig config_;
   ModelInfo info_;
@@ -96,33 +109,24 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvStorage> kv_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<speculative::SpecDecoder> spec_;  // speculative decoding; null when off
+  std::unique_ptr<speculative::SpecDecoder> spec_;             // speculative decoding; null when off
+  std::unique_ptr<structured::StructuredOutputs> structured_;  // grammars, matchers, token masks
+  std::unique_ptr<EngineMetrics> metrics_;
   std::vector<int32_t> eos_ids_;
 
   // Engine-thread state.
-  std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>> requests_;  // by request id
-  MetricsSnapshot live_metrics_;
-  // Structured outputs: compiled grammars by text (thread-safe: submit() compiles), and the
-  // step's mask jobs (sample, its draft tokens) run by grammar_future_ during the forward.
-  std::unique_ptr<grammar::GrammarCache> grammar_cache_;
-  struct GrammarJob {
-    SampleState* sample;
-    std::span<const int32_t> drafts;
-  };
-  std::vector<GrammarJob> grammar_jobs_;
-  std::future<void> grammar_future_;
+  RequestMap requests_;
   std::vector<SequenceSampling> sampling_;  // step(): per scheduled sequence, its request's views
+  StepOutputs step_outputs_;                // step(): what emit_step_outputs left
 
   // Shared with client threads.
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<EngineMessage> messages_;
-  MetricsSnapshot published_metrics_;
   std::atomic<int64_t> next_request_id_{1};
   std::atomic<int32_t> num_unfinished_{0};
   std::atomic<bool> accepting_{true};
   std::atomic<bool> stop_{false};
-  std::atomic<bool> drain_then_stop_{false};
   std::thread thread_;
 };
 

@@ -1,4 +1,5 @@
-// EngineImpl: submission, the engine thread's loop and step, output processing, metrics.
+// EngineImpl: submission and its validation, abort, shutdown, the engine thread's loop, and the
+// ends of requests (finished, aborted, failed).
 #include <algorithm>
 
 #include "engine/engine_impl.h"
@@ -106,7 +107,9 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
     s.output = std::make_unique<OutputProcessor>(*tokenizer_, p.stop, p.include_stop_str_in_output);
   }
   for (SampleState& s : req->samples) req->rng_ptrs.push_back(&s.rng);
-  TESSERA_TRY(attach_grammar(*req));  // structured output: compiled here, off the engine thread
+  auto grammar = structured_->compile(p.structured);  // compiled here (cached), off the engine thread
+  if (!grammar.ok()) return grammar.error();
+  req->grammar = std::move(grammar.value());
   EngineMessage msg;
   msg.kind = EngineMessage::Kind::kAdd;
   msg.request_id = req->id;
@@ -124,11 +127,6 @@ void EngineImpl::abort(int64_t request_id) {
     messages_.push_back(std::move(msg));
   }
   cv_.notify_all();
-}
-
-MetricsSnapshot EngineImpl::metrics() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return published_metrics_;
 }
 
 void EngineImpl::shutdown(std::chrono::milliseconds grace) {
@@ -168,20 +166,21 @@ void EngineImpl::drain_messages() {
         num_unfinished_.fetch_sub(1);
         continue;
       }
-      live_metrics_.prompt_tokens += static_cast<int64_t>(req.prompt->size());
+      metrics_->live().prompt_tokens += static_cast<int64_t>(req.prompt->size());
+      structured_->add(req.id, req.grammar, req.params.n);
       requests_.emplace(req.id, std::move(msg.request));
     } else {
       auto it = requests_.find(msg.request_id);
       if (it == requests_.end()) continue;
       scheduler_->abort_request(msg.request_id);
       end_unfinished_samples(*it->second, FinishReason::kAbort, "");
-      live_metrics_.num_requests_aborted += 1;
+      metrics_->live().num_requests_aborted += 1;
       finish_request_state(*it->second);
       requests_.erase(it);
     }
   }
   // An abort can leave nothing to step: publish now, or metrics() would keep the pre-abort state.
-  if (!batch.empty()) publish_metrics();
+  if (!batch.empty()) metrics_->publish(scheduler_->stats(), spec_.get());
 }
 
 void EngineImpl::end_unfinished_samples(ActiveRequest& req, FinishReason reason, const std::string& error) {
@@ -201,9 +200,27 @@ void EngineImpl::end_unfinished_samples(ActiveRequest& req, FinishReason reason,
 }
 
 void EngineImpl::finish_request_state(ActiveRequest& req) {
-  live_metrics_.e2e_request_latency.observe(seconds_between(req.arrival, Clock::now()));
-  live_metrics_.num_requests_finished += 1;
+  structured_->remove(req.id);
+  metrics_->live().e2e_request_latency.observe(seconds_between(req.arrival, Clock::now()));
+  metrics_->live().num_requests_finished += 1;
   num_unfinished_.fetch_sub(1);
+}
+
+void EngineImpl::fail_nonfinite_requests(const sched::SchedulerOutput& out, const RunnerOutput& result) {
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    if (result.nonfinite_logits[i] == 0) continue;
+    const sched::ScheduledSeq& s = out.seqs[i];
+    if (spec_) spec_->remove(s.seq_id);
+    auto it = requests_.find(s.request_id);
+    if (it == requests_.end()) continue;  // another sample of it already failed this step
+    scheduler_->abort_request(s.request_id, sched::RequestStatus::kFinishedError);
+    ActiveRequest& req = *it->second;
+    end_unfinished_samples(req, FinishReason::kError,
+                           "the model produced non-finite logits (NaN or Inf) for this request");
+    metrics_->live().num_requests_nonfinite += 1;
+    finish_request_state(req);
+    requests_.erase(it);
+  }
 }
 
 void EngineImpl::loop() {
@@ -230,7 +247,7 @@ void EngineImpl::loop() {
     num_unfinished_.fetch_sub(1);
   }
   requests_.clear();
-  publish_metrics();
+  metrics_->publish(scheduler_->stats(), spec_.get());
 }
 
 }  // namespace tessera

@@ -8,13 +8,12 @@
 
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
-#include "grammar/matcher.h"
 #include "runner/model_runner.h"
 #include "sample/rng.h"
 #include "sched/request.h"
 #include "speculative/spec_decoder.h"
+#include "structured/structured_outputs.h"
 #include "tessera/engine.h"
-#include "tokenizer/tokenizer.h"
 #include "util/timer.h"
 
 namespace tessera {
@@ -25,11 +24,6 @@ struct SampleState {
   sample::Rng rng;
   bool finished = false;
   Clock::time_point last_token_time;
-  // Structured output: where this sample stands in the request's grammar (advanced by every
-  // committed token), and the allowed-token masks of its logits rows in the current step
-  // ([rows][mask words], rows = drafts + 1), computed while the forward runs.
-  std::optional<grammar::GrammarMatcher> grammar;
-  std::vector<uint64_t> grammar_masks;
 };
 
 struct ActiveRequest {
@@ -44,7 +38,7 @@ struct ActiveRequest {
   int32_t num_cached_prompt_tokens = 0;
   int32_t num_finished_samples = 0;
   uint64_t cache_extra_key = 0;                     // kv::hash_cache_salt(cache salt), 0 = none
-  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // structured output, or null
+  structured::Grammar grammar;  // structured output (compiled at submit), or null; its matchers are StructuredOutputs'
 };
 
 // What goes down per request (engine_requests.cpp); each shares the request's state, none copies it:
@@ -55,10 +49,6 @@ sched::NewRequest scheduler_request_of(const ActiveRequest& req, std::vector<int
                                        std::string cache_salt);
 SequenceSampling sampling_view_of(const ActiveRequest& req, int32_t sample_index);
 speculative::SpecSequence spec_sequence_of(const ActiveRequest& req, int64_t seq_id, int32_t sample_index);
-
-// The vocabulary as the grammar engine sees it (engine_grammar.cpp): each token's bytes (none
-// for control tokens) and the end-of-generation ids.
-grammar::TokenVocabulary grammar_vocabulary(const tokenizer::Tokenizer& tok);
 
 struct EngineMessage {
   enum class Kind { kAdd, kAbort } kind = Kind::kAdd;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/kernels_info.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/model_warnings.h"
@@ -9,6 +10,8 @@
 #include "util/op_profile.h"
 
 namespace tessera {
+
+std::string_view LlamaModel::kernels_isa() { return kernels::active_isa(); }
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,9 @@ class LlamaModel {
   const gguf::GgufFile& file() const { return file_; }
   // Bytes of weights one forward pass streams (all matrices once, one embedding row ignored).
   size_t weight_bytes_per_pass() const { return weight_bytes_; }
+  // The instruction-set path forward()'s kernels take on this machine: "scalar", "avx2" or
+  // "avx512" (kernels::active_isa(); the engine's start-up line).
+  static std::string_view kernels_isa();
 
   // Writes logits [logits_rows.size()][vocab] to `logits`.
   void forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorkspace& ws, ThreadPool& pool,

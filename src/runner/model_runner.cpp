@@ -31,10 +31,6 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
   spec_scratch_.resize(static_cast<size_t>(config.max_num_spec_tokens + 1));
 }
 
-std::span<const float> ModelRunner::last_logits() const {
-  return {logits_.data(), static_cast<size_t>(num_logits_rows_) * static_cast<size_t>(model_.config().vocab_size)};
-}
-
 void ModelRunner::build_batch(const sched::SchedulerOutput& out) {
   const int32_t block_size = kv_.block_size();
   batch_.clear();
@@ -63,10 +59,12 @@ void ModelRunner::append_padding_lanes(int32_t num_idle_lanes) {
 }
 
 const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out,
-                                         std::span<const SequenceSampling> sampling,
-                                         std::future<void>* sampling_ready) {
-  TESSERA_CHECK(sampling.size() == out.seqs.size(), "{} sampling entries for {} scheduled sequences",
-                sampling.size(), out.seqs.size());
+                                         std::span<const SequenceSampling> sampling) {
+  forward(out);
+  return sample(out, sampling);
+}
+
+void ModelRunner::forward(const sched::SchedulerOutput& out) {
   // Cleared, not rebuilt: the inner vectors keep their capacity from step to step.
   RunnerOutput& result = output_;
   result.sampled.sampled_token_ids.resize(out.seqs.size());
@@ -78,9 +76,9 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out,
   for (const kv::CowCopy& copy : out.cow_copies) kv_.copy_block(copy.src_block, copy.dst_block);
   num_logits_rows_ = 0;
   num_padding_lanes_ = 0;
-  if (out.seqs.empty()) return result;
+  if (out.seqs.empty()) return;
 
-  profile::OpScope step_scope(profile::Op::kStep);
+  step_scope_.emplace(profile::Op::kStep);  // closed by sample(): the runner's whole step
   {
     // A decode step gives every sequence one new token, however many sequences it batches.
     bool decode = true;
@@ -94,8 +92,14 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out,
   TESSERA_CHECK(static_cast<size_t>(num_logits_rows_) * model_.config().vocab_size <= logits_.size(),
                 "{} logits rows exceed the preallocated buffer", num_logits_rows_);
   model_.forward(batch, kv_, workspace_, pool_, logits_.data());
-  if (sampling_ready != nullptr && sampling_ready->valid()) sampling_ready->get();  // e.g. grammar masks
+}
 
+const RunnerOutput& ModelRunner::sample(const sched::SchedulerOutput& out, std::span<const SequenceSampling> sampling) {
+  TESSERA_CHECK(sampling.size() == out.seqs.size(), "{} sampling entries for {} scheduled sequences",
+                sampling.size(), out.seqs.size());
+  RunnerOutput& result = output_;
+  if (out.seqs.empty()) return result;
+  TESSERA_CHECK(result.nonfinite_logits.size() == out.seqs.size(), "sample() without forward() of this step");
   profile::OpScope sampling_scope(profile::Op::kSampling);
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   // Plain greedy rows (no penalties, logprobs, drafts or extra samples) are independent argmaxes
@@ -148,6 +152,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out,
     sample_sequence(s, rows, sampling[i], result.sampled.sampled_token_ids[i], result.logprobs[i],
                     result.num_accepted_drafts[i]);
   }
+  step_scope_.reset();
   return result;
 }
 

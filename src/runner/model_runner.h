@@ -12,8 +12,8 @@
 // then, under the static policy, one padding row per idle lane (see append_padding_lanes).
 #pragma once
 #include <cstdint>
-#include <future>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,6 +26,7 @@
 #include "sched/scheduler_output.h"
 #include "tessera/engine_defaults.h"
 #include "tessera/sampling_params.h"
+#include "util/op_profile.h"
 
 namespace tessera {
 
@@ -75,17 +76,18 @@ class ModelRunner {
  public:
   ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config);
 
-  // Runs one step. sampling[i] belongs to out.seqs[i] (read for the sequences that need logits;
-  // sampling.size() == out.seqs.size()). sampling_ready, when given and valid, is waited for after
-  // the forward and before `sampling` is read (the engine fills grammar masks during the forward).
-  // The result lives
-  // in the runner until the next call (its vectors keep their capacity: a steady-state step
+  // Runs one step: forward(out), then sample(out, sampling). sampling[i] belongs to out.seqs[i]
+  // (read for the sequences that need logits; sampling.size() == out.seqs.size()). The result
+  // lives in the runner until the next call (its vectors keep their capacity: a steady-state step
   // allocates nothing).
-  const RunnerOutput& execute(const sched::SchedulerOutput& out, std::span<const SequenceSampling> sampling,
-                              std::future<void>* sampling_ready = nullptr);
+  const RunnerOutput& execute(const sched::SchedulerOutput& out, std::span<const SequenceSampling> sampling);
+  // The two halves, for a caller that prepares part of `sampling` while the forward runs (the
+  // engine's structured-output masks): the forward over the step's batch into the logits rows,
+  // then masks, verification and sampling of those rows. sample() follows forward() of the same
+  // `out`; the spans of `sampling` must be ready (nothing here waits).
+  void forward(const sched::SchedulerOutput& out);
+  const RunnerOutput& sample(const sched::SchedulerOutput& out, std::span<const SequenceSampling> sampling);
 
-  // Logits of the last step's rows [num_logits_rows][vocab] (draft model proposer, tests).
-  std::span<const float> last_logits() const;
   ThreadPool& pool() { return pool_; }
   // Pad rows the last step computed for idle static-batch lanes.
   int32_t num_padding_lanes() const { return num_padding_lanes_; }
@@ -116,6 +118,7 @@ class ModelRunner {
   std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, first logits row) picked in parallel
   std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification
   RunnerOutput output_;                    // the last step's result, reused
+  std::optional<profile::OpScope> step_scope_;  // --profile: the step from forward() to sample()'s end
 };
 
 }  // namespace tessera

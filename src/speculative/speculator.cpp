@@ -1,33 +1,10 @@
 #include "speculative/speculator.h"
 
 #include <algorithm>
-#include <mutex>
 
 #include "util/check.h"
 
 namespace tessera::speculative {
-
-namespace {
-std::mutex g_hooks_mutex;
-SpecTestHooks g_hooks;  // guarded by g_hooks_mutex
-}  // namespace
-
-void set_spec_test_hooks(const SpecTestHooks& hooks) {
-  std::lock_guard<std::mutex> lock(g_hooks_mutex);
-  g_hooks = hooks;
-}
-
-SpecTestHooks spec_test_hooks() {
-  std::lock_guard<std::mutex> lock(g_hooks_mutex);
-  return g_hooks;
-}
-
-void apply_spec_test_hooks(SpeculatorConfig& config) {
-  const SpecTestHooks h = spec_test_hooks();
-  if (h.fixed_k) config.adaptive = false;
-  config.draft_keep_probability = h.draft_keep_probability;
-  config.draft_corruption_seed = h.seed;
-}
 
 void Speculator::corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size) {
   if (config_.draft_keep_probability >= 1.0) return;

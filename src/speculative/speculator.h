@@ -62,27 +62,14 @@ struct SpeculatorConfig {
   SpecCostConfig costs;                // priors and EMA weight of the measured times
   bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off,
                                        // no catch-up limit)
-  // Synthetic proposer for tests (see SpecTestHooks): each draft token is kept with this
-  // probability, else replaced by (token + 1) % vocab. 1 = drafts untouched.
+  // Synthetic proposer for tests: each draft token is kept with this probability, else replaced
+  // by (token + 1) % vocab; 1 = drafts untouched. With a greedy self-draft every untouched draft
+  // equals the target's argmax, so with adaptive = false each draft position is accepted
+  // independently with this probability (the i.i.d. setting of expected_tokens_per_step). Never
+  // set from EngineConfig: a test sets it through EngineImpl::create_impl's config adjustment.
   double draft_keep_probability = 1.0;
   uint64_t draft_corruption_seed = 0;
 };
-
-// Test-only, process-wide: read when an engine is created (its Speculator config is built from it)
-// so that engine-level tests can run a synthetic proposer with a known acceptance probability.
-// With a self-draft under greedy decoding every untouched draft equals the target's argmax, so with
-// fixed_k and draft_keep_probability = a each draft position is accepted independently with
-// probability a: the i.i.d. setting in which (1 - a^(k+1)) / (1 - a) tokens per step is exact.
-// Tests set it before creating the engine and reset it (set_spec_test_hooks({})) afterwards.
-struct SpecTestHooks {
-  bool fixed_k = false;                // SpeculatorConfig::adaptive = false
-  double draft_keep_probability = 1.0;
-  uint64_t seed = 0;
-};
-void set_spec_test_hooks(const SpecTestHooks& hooks);
-SpecTestHooks spec_test_hooks();
-// Copies the hooks into a config (the engine calls this for every Speculator it builds).
-void apply_spec_test_hooks(SpeculatorConfig& config);
 
 // A decoding sequence that could speculate this step.
 struct SpecCandidate {
@@ -110,8 +97,9 @@ class Speculator {
   // off after 4 in a row.
   void record_miss(int64_t seq_id);
   void remove(int64_t seq_id) { seqs_.erase(seq_id); }
-  // The synthetic proposer of SpecTestHooks: replaces each draft token, with probability
-  // 1 - draft_keep_probability, by (token + 1) % vocab_size. No-op (no draws) at probability 1.
+  // The synthetic proposer (SpeculatorConfig::draft_keep_probability): replaces each draft
+  // token, with probability 1 - draft_keep_probability, by (token + 1) % vocab_size. No-op (no
+  // draws) at probability 1.
   void corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size);
 
   double acceptance(int64_t seq_id) const;  // the heuristic's EMA of accepted / proposed

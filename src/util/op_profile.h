@@ -15,7 +15,9 @@ namespace tessera::profile {
 
 enum class Op : int {
   kEmbedding, kRmsnorm, kQkv, kBias, kRope, kWriteKv, kAttention, kWo, kResidual, kFfnGateUp,
-  kSwiglu, kFfnDown, kFinalNorm, kLogits, kSampling, kBuildBatch, kStep, kCount
+  kSwiglu, kFfnDown, kFinalNorm, kLogits, kSampling, kBuildBatch, kStep,
+  kEngineLoop,  // the engine's step (EngineImpl::step) less the runner's part: LoopScope
+  kCount
 };
 constexpr int kNumOps = static_cast<int>(Op::kCount);
 
@@ -23,7 +25,7 @@ inline const char* op_name(Op op) {
   constexpr std::array<const char*, kNumOps> kNames = {
       "embedding", "rmsnorm", "qkv matmul", "qkv bias", "rope", "write_kv", "attention",
       "wo matmul", "residual add", "ffn gate+up", "swiglu", "ffn down", "final norm",
-      "logits matmul", "sampling", "build batch", "runner step (total)"};
+      "logits matmul", "sampling", "build batch", "runner step (total)", "engine loop (outside the runner)"};
   return kNames[static_cast<size_t>(op)];
 }
 
@@ -64,7 +66,7 @@ inline double phase_rows(Phase phase, std::vector<OpRow>& rows) {
   rows.clear();
   double accounted = 0.0;
   for (int op = 0; op < kNumOps; ++op) {
-    if (p.calls[ph][op] == 0) continue;
+    if (p.calls[ph][op] == 0 || op == static_cast<int>(Op::kEngineLoop)) continue;  // not in the runner's step
     const auto o = static_cast<Op>(op);
     rows.push_back({o, p.calls[ph][op], p.ms[ph][op]});
     if (o != Op::kStep) accounted += p.ms[ph][op];
@@ -98,6 +100,40 @@ class OpScope {
   Op op_;
   bool on_;
   std::chrono::steady_clock::time_point start_;
+};
+
+// One engine step less the runner's part inside it (runner_begin .. runner_end): schedule, views,
+// managers, output processing, metrics. Adds to kEngineLoop of the step's phase on destruction, one
+// call per step, so a reader divides by its own calls: a step still running when the profile is
+// read (or one closing after a reset) moves the mean by one sample, not by a runner step's time.
+class LoopScope {
+ public:
+  LoopScope() : on_(enabled()) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  void runner_begin() {
+    if (on_) runner_start_ = std::chrono::steady_clock::now();
+  }
+  void runner_end() {
+    if (on_) runner_ += std::chrono::steady_clock::now() - runner_start_;
+  }
+  void cancel() { on_ = false; }  // a step that ran nothing
+  ~LoopScope() {
+    if (!on_) return;
+    Profile& p = global();
+    const auto phase = static_cast<size_t>(p.phase);
+    const auto i = static_cast<size_t>(Op::kEngineLoop);
+    p.ms[phase][i] +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_ - runner_).count();
+    p.calls[phase][i] += 1;
+  }
+  LoopScope(const LoopScope&) = delete;
+  LoopScope& operator=(const LoopScope&) = delete;
+
+ private:
+  bool on_;
+  std::chrono::steady_clock::time_point start_, runner_start_;
+  std::chrono::steady_clock::duration runner_{};
 };
 
 }  // namespace tessera::profile

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/engine_requests.h"
+#include "structured/structured_outputs.h"
 #include "gguf/gguf.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex_to_grammar.h"
@@ -25,7 +25,7 @@ void check_vocabulary(const std::string& file_name, int steps) {
   ASSERT_TRUE(file.ok());
   auto tok = tokenizer::Tokenizer::from_gguf(file.value());
   ASSERT_TRUE(tok.ok());
-  const TokenVocabulary vocab = grammar_vocabulary(tok.value());
+  const TokenVocabulary vocab = structured::grammar_vocabulary(tok.value());
   auto tokens = std::make_shared<const TokenTable>(vocab);
   std::vector<std::string> grammars = {
       json_schema_to_grammar(R"({"type": "object", "properties": {"name": {"type": "string",
@@ -54,7 +54,7 @@ void check_chain_walks(const std::string& file_name) {
   ASSERT_TRUE(file.ok());
   auto tok = tokenizer::Tokenizer::from_gguf(file.value());
   ASSERT_TRUE(tok.ok());
-  auto tokens = std::make_shared<const TokenTable>(grammar_vocabulary(tok.value()));
+  auto tokens = std::make_shared<const TokenTable>(structured::grammar_vocabulary(tok.value()));
   std::ifstream in(TESSERA_PROJECT_TESTDATA_DIR "/grammar/schemas.json");
   const auto suite = nlohmann::ordered_json::parse(in);
   size_t chain_walked = 0;

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/engine_requests.h"
+#include "structured/structured_outputs.h"
 #include "gguf/gguf.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/matcher.h"
@@ -49,7 +49,7 @@ void check_vocabulary(const std::string& name) {
   ASSERT_TRUE(file.ok());
   auto tok = tokenizer::Tokenizer::from_gguf(file.value());
   ASSERT_TRUE(tok.ok());
-  auto tokens = std::make_shared<const TokenTable>(grammar_vocabulary(tok.value()));
+  auto tokens = std::make_shared<const TokenTable>(structured::grammar_vocabulary(tok.value()));
   char fingerprint[17];
   snprintf(fingerprint, sizeof fingerprint, "%016llx", static_cast<unsigned long long>(tokens->fingerprint()));
   ASSERT_EQ(fingerprint, info["fingerprint"].get<std::string>()) << "not the vocabulary of the goldens";

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/engine_impl.h"
 #include "tessera/engine.h"
 #include "util/check.h"
 
@@ -35,9 +36,12 @@ inline EngineConfig engine_config(const std::string& model, const std::string& s
   return c;
 }
 
+// `adjust`: changes to the engine's derived inner configs (EngineImpl::create_impl), e.g. a
+// synthetic proposer.
 inline RunResult run_engine(const EngineConfig& config, const std::vector<std::vector<int32_t>>& prompts,
-                            const SamplingParams& params) {
-  auto engine = Engine::create(config);
+                            const SamplingParams& params,
+                            const std::function<void(EngineConfigs&)>& adjust = nullptr) {
+  auto engine = EngineImpl::create_impl(config, adjust);
   TESSERA_CHECK(engine.ok(), "engine: {}", engine.ok() ? "" : engine.error().message);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const auto& p : prompts) {

@@ -7,7 +7,7 @@
 //     chi-square homogeneity test with its bound derived below); the same test flags the engine
 //     with a deliberately broken RejectionSampler (accept every draft), so it can fail.
 //  2. Formula: with a synthetic proposer whose draft tokens are right independently with a known
-//     probability a (a greedy self-draft whose tokens the SpecTestHooks replace with a wrong one
+//     probability a (a greedy self-draft whose tokens the test's config adjustment replaces with a wrong one
 //     with probability 1 - a, k fixed), the measured per-position acceptance and the mean tokens
 //     per target step agree with a and (1 - a^(k+1)) / (1 - a) within the noise stated there.
 #include <gtest/gtest.h>
@@ -255,14 +255,13 @@ class FormulaAgreement : public ::testing::TestWithParam<FormulaCase> {};
 
 TEST_P(FormulaAgreement, MeasuredTokensPerStepMatch) {
   const FormulaCase c = GetParam();
-  speculative::SpecTestHooks hooks;
-  hooks.fixed_k = true;  // no adaptive k, no back-off: every step proposes exactly k
-  hooks.draft_keep_probability = c.keep;
-  hooks.seed = 77 + static_cast<uint64_t>(c.k);
-  speculative::set_spec_test_hooks(hooks);
-  struct Reset {
-    ~Reset() { speculative::set_spec_test_hooks({}); }
-  } reset;
+  // The synthetic proposer: no adaptive k, no back-off (every step proposes exactly k), each draft
+  // token kept with probability c.keep.
+  auto synthetic = [&](EngineConfigs& d) {
+    d.spec.speculator.adaptive = false;
+    d.spec.speculator.draft_keep_probability = c.keep;
+    d.spec.speculator.draft_corruption_seed = 77 + static_cast<uint64_t>(c.k);
+  };
   std::vector<std::vector<int32_t>> prompts;
   for (const char* t : {"Once upon a time", "Lily and Ben went to the park.", "The cat sat on the mat. The cat",
                         "Tom had a red ball"}) {
@@ -272,7 +271,7 @@ TEST_P(FormulaAgreement, MeasuredTokensPerStepMatch) {
   p.temperature = 0.0f;  // greedy self-draft: an untouched draft token is always accepted
   p.max_tokens = 400;
   p.ignore_eos = true;
-  const auto r = testing::run_engine(engine_config(kStories, "draft", kStories, c.k), prompts, p);
+  const auto r = testing::run_engine(engine_config(kStories, "draft", kStories, c.k), prompts, p, synthetic);
   for (const auto& t : r.tokens) ASSERT_EQ(t.size(), 400u);
   const MetricsSnapshot& m = r.metrics;
   ASSERT_EQ(m.spec_accepted_per_position.size(), static_cast<size_t>(c.k));
