@@ -17,7 +17,7 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
       workspace_(model.config(), config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len,
                  config.num_threads),
       sampler_(model.config().vocab_size),
-      rejection_sampler_(model.config().vocab_size, config.max_num_spec_tokens) {
+      rejection_sampler_(model.config().vocab_size, config.max_num_spec_tokens, config.rejection_fault) {
   const auto max_tokens = static_cast<size_t>(config.max_num_batched_tokens);
   const auto max_seqs = static_cast<size_t>(config.max_num_seqs);
   batch_.reserve(config.max_num_batched_tokens, config.max_num_seqs,

@@ -37,6 +37,9 @@ struct RunnerConfig {
   int32_t max_num_spec_tokens = 8;       // draft tokens per sequence per step at most
   int32_t max_num_samples = defaults::kMaxSamplesPerRequest;  // n at most (parallel sampling)
   int32_t num_threads = 1;
+  // A deliberately broken rejection sampler (sample::RejectionFault), set only by the statistical
+  // losslessness tests (through EngineImpl::create_impl's adjustment) to show they catch one.
+  sample::RejectionFault rejection_fault = sample::RejectionFault::kNone;
 };
 
 // What sampling needs to know about one scheduled sequence: its parameters, its random stream per

@@ -10,7 +10,6 @@
 namespace tessera::sample {
 namespace {
 
-std::atomic<RejectionFault> g_fault{RejectionFault::kNone};  // see set_rejection_fault_for_testing
 
 // Draws from normalize(max(0, p - q)) with one uniform; q is a dense row, or null for a one-hot
 // at `draft_token` (then the residual is p with the draft token removed). When the residual is
@@ -49,8 +48,9 @@ int32_t sample_row(const float* p, int32_t n, double u) {
 
 }  // namespace
 
-RejectionSampler::RejectionSampler(int32_t vocab_size, int32_t max_num_spec_tokens)
+RejectionSampler::RejectionSampler(int32_t vocab_size, int32_t max_num_spec_tokens, RejectionFault fault)
     : vocab_size_(vocab_size),
+      fault_(fault),
       max_num_spec_tokens_(max_num_spec_tokens),
       target_probs_(static_cast<size_t>(max_num_spec_tokens + 1) * vocab_size) {
   TESSERA_CHECK(vocab_size > 0 && max_num_spec_tokens >= 0, "bad sizes {} {}", vocab_size,
@@ -77,7 +77,7 @@ RejectionResult RejectionSampler::verify_greedy(std::span<const int32_t> draft_t
 RejectionResult RejectionSampler::verify(std::span<const int32_t> draft_token_ids,
                                          std::span<const float> draft_probs,
                                          std::span<const float> target_probs, int32_t vocab_size,
-                                         Rng& rng, std::span<int32_t> out_tokens) {
+                                         Rng& rng, std::span<int32_t> out_tokens, RejectionFault fault) {
   const size_t k = draft_token_ids.size();
   const size_t n = static_cast<size_t>(vocab_size);
   TESSERA_CHECK(draft_probs.empty() || draft_probs.size() == k * n,
@@ -87,7 +87,6 @@ RejectionResult RejectionSampler::verify(std::span<const int32_t> draft_token_id
   TESSERA_CHECK(out_tokens.size() >= k + 1, "out_tokens holds {}, need {}", out_tokens.size(),
                 k + 1);
   const bool one_hot_q = draft_probs.empty();
-  const RejectionFault fault = g_fault.load(std::memory_order_relaxed);
   for (size_t i = 0; i < k; ++i) {
     const int32_t x = draft_token_ids[i];
     TESSERA_CHECK(x >= 0 && x < vocab_size, "draft token {} outside vocab {}", x, vocab_size);
@@ -146,12 +145,9 @@ RejectionResult RejectionSampler::verify_logits(Sampler& sampler,
   }
   return verify(draft_token_ids, draft_probs,
                 std::span<const float>(target_probs_).first((k + 1) * n), vocab_size_, rng,
-                out_tokens);
+                out_tokens, fault_);
 }
 
-void set_rejection_fault_for_testing(RejectionFault fault) {
-  g_fault.store(fault, std::memory_order_relaxed);
-}
 
 double expected_tokens_per_step(double alpha, int32_t k) {
   if (alpha >= 1.0) return static_cast<double>(k + 1);

@@ -45,10 +45,20 @@ struct RejectionResult {
   int32_t num_emitted() const { return num_accepted + 1; }  // accepted + recovered/bonus
 };
 
+// A deliberately broken verification, so that the statistical losslessness tests through the whole
+// engine can show their statistic fails on a wrong sampler. Chosen per RejectionSampler at
+// construction (RunnerConfig::rejection_fault, set only by those tests through
+// EngineImpl::create_impl's config adjustment); kNone everywhere else. No process-wide state.
+enum class RejectionFault {
+  kNone,
+  kAcceptAll,      // broken: accepts every draft token (output follows q, not p)
+  kResampleFromP,  // broken: on rejection draws from p instead of normalize(max(0, p - q))
+};
+
 class RejectionSampler {
  public:
   // Sizes the buffers of verify_logits() for up to max_num_spec_tokens drafts per step.
-  RejectionSampler(int32_t vocab_size, int32_t max_num_spec_tokens);
+  RejectionSampler(int32_t vocab_size, int32_t max_num_spec_tokens, RejectionFault fault = RejectionFault::kNone);
 
   // Greedy verification from precomputed argmaxes.
   //   draft_token_ids: [k]; target_argmax: [k+1]; out_tokens: [>= k+1] receives the emitted
@@ -63,7 +73,7 @@ class RejectionSampler {
   static RejectionResult verify(std::span<const int32_t> draft_token_ids,
                                 std::span<const float> draft_probs,
                                 std::span<const float> target_probs, int32_t vocab_size, Rng& rng,
-                                std::span<int32_t> out_tokens);
+                                std::span<int32_t> out_tokens, RejectionFault fault = RejectionFault::kNone);
 
   // End to end from the target's raw logits rows ([(k+1) * vocab]): applies the request's
   // processing row by row with sampler (penalties see draft tokens x_1..x_{i-1} as pending
@@ -76,6 +86,7 @@ class RejectionSampler {
 
  private:
   int32_t vocab_size_;
+  RejectionFault fault_;                // kNone but in the losslessness tests' broken engines
   int32_t max_num_spec_tokens_;
   std::vector<float> target_probs_;     // [(max_k+1) * vocab] processed target rows
 };
@@ -84,15 +95,5 @@ class RejectionSampler {
 // alpha: 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha) (k+1 when alpha = 1).
 double expected_tokens_per_step(double alpha, int32_t k);
 
-// Test-only fault injection, so that statistical losslessness tests through the whole engine can
-// show that their statistic does fail on a broken sampler. Process-wide (the engine builds its
-// RejectionSampler internally); tests set it before running an engine and reset it to kNone after.
-// Production code never sets it; verify() reads it once per call (one relaxed atomic load).
-enum class RejectionFault {
-  kNone,
-  kAcceptAll,      // broken: accepts every draft token (output follows q, not p)
-  kResampleFromP,  // broken: on rejection draws from p instead of normalize(max(0, p - q))
-};
-void set_rejection_fault_for_testing(RejectionFault fault);
 
 }  // namespace tessera::sample

@@ -187,7 +187,7 @@ void SpecDecoder::draft(const SpecStep& step, sched::Scheduler& scheduler, Threa
       speculator_->record_miss(seq_id);
       continue;
     }
-    speculator_->corrupt_drafts(r.tokens, config_.vocab_size);  // test hook; no-op in production
+    if (config_.draft_filter) config_.draft_filter(seq_id, r.tokens);
     if (!scheduler.set_spec_token_ids(seq_id, r.tokens)) continue;
     if (!r.probs.empty()) draft_probs_[seq_id] = std::move(r.probs);
   }

@@ -21,6 +21,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,6 +48,10 @@ struct SpecDecoderConfig {
   DraftProposerConfig draft;             // "draft"
   int32_t max_model_len = 0;             // context per request in force (caps k)
   int32_t vocab_size = 0;                // q row width
+  // Sees (and may change) each sequence's drafts before they are scheduled; unset in production.
+  // The tests' synthetic proposer (tests/speculative/test_engine_spec_stats.cpp) replaces draft
+  // tokens with a seeded probability through it, to measure acceptance in the i.i.d. setting.
+  std::function<void(int64_t seq_id, std::span<int32_t> drafts)> draft_filter;
 };
 
 // A sequence still decoding after this step's updates, as the engine holds it.

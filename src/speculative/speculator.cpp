@@ -6,13 +6,6 @@
 
 namespace tessera::speculative {
 
-void Speculator::corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size) {
-  if (config_.draft_keep_probability >= 1.0) return;
-  for (int32_t& t : drafts) {
-    if (corruption_rng_.uniform() >= config_.draft_keep_probability) t = (t + 1) % vocab_size;
-  }
-}
-
 Speculator::SeqStats& Speculator::stats_of(int64_t seq_id) {
   auto [it, inserted] = seqs_.try_emplace(seq_id);
   SeqStats& s = it->second;

@@ -62,13 +62,6 @@ struct SpeculatorConfig {
   SpecCostConfig costs;                // priors and EMA weight of the measured times
   bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off,
                                        // no catch-up limit)
-  // Synthetic proposer for tests: each draft token is kept with this probability, else replaced
-  // by (token + 1) % vocab; 1 = drafts untouched. With a greedy self-draft every untouched draft
-  // equals the target's argmax, so with adaptive = false each draft position is accepted
-  // independently with this probability (the i.i.d. setting of expected_tokens_per_step). Never
-  // set from EngineConfig: a test sets it through EngineImpl::create_impl's config adjustment.
-  double draft_keep_probability = 1.0;
-  uint64_t draft_corruption_seed = 0;
 };
 
 // A decoding sequence that could speculate this step.
@@ -82,7 +75,7 @@ struct SpecCandidate {
 class Speculator {
  public:
   explicit Speculator(const SpeculatorConfig& config)
-      : config_(config), corruption_rng_(config.draft_corruption_seed), costs_(config.costs),
+      : config_(config), costs_(config.costs),
         global_accepted_(config.alpha_prior) {}
 
   const SpeculatorConfig& config() const { return config_; }
@@ -97,10 +90,6 @@ class Speculator {
   // off after 4 in a row.
   void record_miss(int64_t seq_id);
   void remove(int64_t seq_id) { seqs_.erase(seq_id); }
-  // The synthetic proposer (SpeculatorConfig::draft_keep_probability): replaces each draft
-  // token, with probability 1 - draft_keep_probability, by (token + 1) % vocab_size. No-op (no
-  // draws) at probability 1.
-  void corrupt_drafts(std::span<int32_t> drafts, int32_t vocab_size);
 
   double acceptance(int64_t seq_id) const;  // the heuristic's EMA of accepted / proposed
   double alpha(int64_t seq_id) const;       // the cost model's per-position α (prior if unknown)
@@ -164,7 +153,6 @@ class Speculator {
   int32_t plan_alone(const SpecCandidate& c, SeqStats& s, int32_t num_running, bool& eligible);
 
   SpeculatorConfig config_;
-  sample::Rng corruption_rng_;   // draws of corrupt_drafts()
   std::unordered_map<int64_t, SeqStats> seqs_;
   SpecCostModel costs_;
   double global_accepted_, global_tested_ = 1.0;  // engine-wide EMAs (α prior of new sequences)

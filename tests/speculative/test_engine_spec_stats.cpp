@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -128,8 +129,9 @@ struct Sampled {
   MetricsSnapshot metrics;
 };
 
-Sampled sample_outputs(const EngineConfig& config, const std::vector<int32_t>& prompt, uint64_t first_seed) {
-  auto engine = Engine::create(config);
+Sampled sample_outputs(const EngineConfig& config, const std::vector<int32_t>& prompt, uint64_t first_seed,
+                       const std::function<void(EngineConfigs&)>& adjust = nullptr) {
+  auto engine = EngineImpl::create_impl(config, adjust);
   TESSERA_CHECK(engine.ok(), "engine: {}", engine.ok() ? "" : engine.error().message);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int32_t i = 0; i < kSeeds; ++i) {
@@ -192,11 +194,10 @@ void log(const char* name, const Lossless& l) {
   }
 }
 
-// Restores the fault hook even when an assertion returns early.
-struct FaultScope {
-  explicit FaultScope(sample::RejectionFault f) { sample::set_rejection_fault_for_testing(f); }
-  ~FaultScope() { sample::set_rejection_fault_for_testing(sample::RejectionFault::kNone); }
-};
+// An engine whose rejection sampler is broken in the given way (RunnerConfig::rejection_fault).
+std::function<void(EngineConfigs&)> broken_sampler(sample::RejectionFault fault) {
+  return [fault](EngineConfigs& d) { d.runner.rejection_fault = fault; };
+}
 
 TEST(EngineLossless, Q4_0DraftAtTemperature1MatchesTargetAndBrokenSamplerIsCaught) {
   const std::string draft = quantized_stories("Q4_0");
@@ -219,11 +220,8 @@ TEST(EngineLossless, Q4_0DraftAtTemperature1MatchesTargetAndBrokenSamplerIsCaugh
   EXPECT_LT(m.spec_num_accepted_tokens, m.spec_num_draft_tokens);
 
   // Broken: every draft accepted, so output[1..k] follow the draft's q instead of p.
-  std::vector<std::vector<int32_t>> broken;
-  {
-    FaultScope fault(sample::RejectionFault::kAcceptAll);
-    broken = sample_outputs(spec_cfg, prompt, kSeeds).outputs;
-  }
+  const std::vector<std::vector<int32_t>> broken =
+      sample_outputs(spec_cfg, prompt, kSeeds, broken_sampler(sample::RejectionFault::kAcceptAll)).outputs;
   const Lossless bad = compare(base, broken);
   log("accept-all", bad);
   // Measured: chi2 237 / 176 / 227 against bounds 86 / 98 / 85 (the correct engine: 36 / 38 / 36).
@@ -257,10 +255,18 @@ TEST_P(FormulaAgreement, MeasuredTokensPerStepMatch) {
   const FormulaCase c = GetParam();
   // The synthetic proposer: no adaptive k, no back-off (every step proposes exactly k), each draft
   // token kept with probability c.keep.
-  auto synthetic = [&](EngineConfigs& d) {
+  // With a greedy self-draft every untouched draft equals the target's argmax, so each draft
+  // position is accepted independently with probability c.keep (expected_tokens_per_step's
+  // i.i.d. setting): a replaced token, (token + 1) % vocab, is always rejected.
+  auto rng = std::make_shared<sample::Rng>(77 + static_cast<uint64_t>(c.k));
+  auto synthetic = [&c, rng](EngineConfigs& d) {
     d.spec.speculator.adaptive = false;
-    d.spec.speculator.draft_keep_probability = c.keep;
-    d.spec.speculator.draft_corruption_seed = 77 + static_cast<uint64_t>(c.k);
+    const int32_t vocab = d.spec.vocab_size;
+    d.spec.draft_filter = [keep = c.keep, rng, vocab](int64_t, std::span<int32_t> drafts) {
+      for (int32_t& t : drafts) {
+        if (rng->uniform() >= keep) t = (t + 1) % vocab;
+      }
+    };
   };
   std::vector<std::vector<int32_t>> prompts;
   for (const char* t : {"Once upon a time", "Lily and Ben went to the park.", "The cat sat on the mat. The cat",
