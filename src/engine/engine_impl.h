@@ -55,7 +55,8 @@ class EngineImpl final : public Engine {
  public:
   // Engine::create's body. `adjust`, when given, changes the inner configs derived from `config`
   // before anything is built from them: what no public option reaches (tests: a synthetic
-  // proposer with fixed k, speculative::SpeculatorConfig::draft_keep_probability).
+  // proposer with fixed k through speculative::SpecDecoderConfig::draft_filter, a broken rejection
+  // sampler through RunnerConfig::rejection_fault).
   static Result<std::unique_ptr<EngineImpl>> create_impl(const EngineConfig& config,
                                                           const std::function<void(EngineConfigs&)>& adjust = nullptr);
   ~EngineImpl() override;
