@@ -11,27 +11,10 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// Text of a content value that may only hold text: a string, or a list of text blocks (joined
-// with "\n", as the chat render joins OpenAI's text parts).
+// Text of a content value that may only hold text: a string, or a list of text blocks.
 std::optional<ApiError> text_content(const json& v, const std::string& param, std::string* out) {
-  if (v.is_string()) {
-    *out = v.get<std::string>();
-    return std::nullopt;
-  }
-  if (!v.is_array()) return bad(param, fmt::format("'{}' must be a string or a list of text blocks, got {}", param, type_word(v)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& b = v[i];
-    const std::string p = fmt::format("{}[{}]", param, i);
-    if (!b.is_object() || !b.value("type", json()).is_string()) {
-      return bad(p, fmt::format("'{}' must be a content block with a 'type'", p));
-    }
-    const std::string type = b["type"];
-    if (type != "text") return bad(p, fmt::format("'{}' has type '{}'; only 'text' blocks are supported here", p, type));
-    if (!b.contains("text") || !b["text"].is_string()) return bad(p, fmt::format("'{}' needs a string 'text'", p));
-    if (!out->empty()) *out += "\n";
-    *out += b["text"].get<std::string>();
-  }
-  return std::nullopt;
+  return joined_text(v, param, {{"text"}, {}, "text blocks", "a content block", "only 'text' blocks are supported here"},
+                     out);
 }
 
 struct ParseState {

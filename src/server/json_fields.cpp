@@ -164,4 +164,31 @@ std::optional<ApiError> parse_token_ids(const json& arr, const char* param, std:
   return std::nullopt;
 }
 
+std::optional<ApiError> joined_text(const json& v, const std::string& param, const TextParts& parts, std::string* out) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (!v.is_array()) {
+    return bad(param, fmt::format("'{}' must be a string or a list of {}, got {}", param, parts.items, type_word(v)));
+  }
+  auto among = [](std::initializer_list<std::string_view> list, const std::string& type) {
+    return std::find(list.begin(), list.end(), type) != list.end();
+  };
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& part = v[i];
+    const std::string p = fmt::format("{}[{}]", param, i);
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+      return bad(p, fmt::format("'{}' must be {} with a 'type'", p, parts.item));
+    }
+    const std::string type = part["type"];
+    if (among(parts.skipped_types, type)) continue;
+    if (!among(parts.text_types, type)) return bad(p, fmt::format("'{}' has type '{}'; {}", p, type, parts.refused));
+    if (!part.contains("text") || !part["text"].is_string()) return bad(p, fmt::format("'{}' needs a string 'text'", p));
+    if (!out->empty()) *out += "\n";
+    *out += part["text"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessera::server

@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <string>
@@ -95,6 +96,20 @@ class Fields {
  private:
   const json& obj_;
 };
+
+// The text of a content value that may hold only text, as the agent APIs send it: a string, or a
+// list of parts {"type": T, "text": "..."} with T one of `text_types`, joined with "\n" (as the chat
+// render joins OpenAI's text parts); parts of a type in `skipped_types` are left out, any other
+// type is a 400 saying `refused`. `items` / `item` name the list's elements in messages
+// ("text blocks" / "a content block").
+struct TextParts {
+  std::initializer_list<std::string_view> text_types;
+  std::initializer_list<std::string_view> skipped_types;
+  const char* items;
+  const char* item;
+  const char* refused;
+};
+std::optional<ApiError> joined_text(const json& v, const std::string& param, const TextParts& parts, std::string* out);
 
 #define TESSERA_API_TRY(expr)              \
   do {                                     \

@@ -11,30 +11,12 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// A message's or an output's text: a string, or a list of text parts (input_text, output_text,
-// text, summary_text, reasoning_text), joined with "\n".
+// A message's or an output's text: a string, or a list of text parts (refusals left out).
 std::optional<ApiError> parts_text(const json& v, const std::string& param, std::string* out) {
-  if (v.is_string()) {
-    *out = v.get<std::string>();
-    return std::nullopt;
-  }
-  if (!v.is_array()) return bad(param, fmt::format("'{}' must be a string or a list of content parts, got {}", param, type_word(v)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& part = v[i];
-    const std::string p = fmt::format("{}[{}]", param, i);
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
-      return bad(p, fmt::format("'{}' must be a content part with a 'type'", p));
-    }
-    const std::string type = part["type"];
-    if (type == "refusal") continue;
-    if (type != "input_text" && type != "output_text" && type != "text" && type != "summary_text" && type != "reasoning_text") {
-      return bad(p, fmt::format("'{}' has type '{}'; only text parts are supported (no images or files)", p, type));
-    }
-    if (!part.contains("text") || !part["text"].is_string()) return bad(p, fmt::format("'{}' needs a string 'text'", p));
-    if (!out->empty()) *out += "\n";
-    *out += part["text"].get<std::string>();
-  }
-  return std::nullopt;
+  return joined_text(v, param,
+                     {{"input_text", "output_text", "text", "summary_text", "reasoning_text"}, {"refusal"},
+                      "content parts", "a content part", "only text parts are supported (no images or files)"},
+                     out);
 }
 
 struct InputState {
