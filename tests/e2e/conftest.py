@@ -240,3 +240,19 @@ def metrics(base):
             continue
         out[name] = float(value)
     return out
+
+
+def named_sse_events(base, path, body, headers=None):
+    """[(event name, data)] of a named-event SSE stream (Anthropic's and the Responses API's
+    `event: NAME` / `data: JSON` blocks), POSTing `body` as JSON to base + path."""
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    with urllib.request.urlopen(req, timeout=300) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        raw = r.read().decode()
+    events = []
+    for block in raw.split("\n\n"):
+        lines = block.split("\n")
+        if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
+            events.append((lines[0][7:], json.loads(lines[1][6:])))
+    return events

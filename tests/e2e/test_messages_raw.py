@@ -5,9 +5,8 @@ temperature 0, count_tokens against the create's usage, tool_choice any through 
 tool_result round trip, stop sequences, errors in Anthropic's shape, the API key in x-api-key.
 """
 import json
-import urllib.request
 
-from conftest import http
+from conftest import http, named_sse_events
 
 HEADERS = {"anthropic-version": "2023-06-01", "anthropic-beta": "claude-code-20250219", "x-api-key": "unused"}
 BODY = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 24, "temperature": 0,
@@ -22,18 +21,7 @@ WEATHER = {"name": "get_weather", "description": "Weather for a city",
 
 
 def stream_events(base, path, body, headers=HEADERS):
-    """[(event name, data)] of a named-event SSE stream."""
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", **headers})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        assert r.headers["Content-Type"].startswith("text/event-stream")
-        raw = r.read().decode()
-    events = []
-    for block in raw.split("\n\n"):
-        lines = block.split("\n")
-        if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
-            events.append((lines[0][7:], json.loads(lines[1][6:])))
-    return events
+    return named_sse_events(base, path, body, headers)
 
 
 def test_create_stream_and_count_tokens_agree(server):

@@ -6,9 +6,8 @@ trip, text.format json_schema, max_output_tokens -> incomplete, errors, store + 
 (equal to sending the whole conversation) and GET / DELETE /v1/responses/{id}.
 """
 import json
-import urllib.request
 
-from conftest import http
+from conftest import http, named_sse_events
 
 BODY = {"model": "gpt-5-codex", "instructions": "You are terse.", "store": False, "temperature": 0,
         "max_output_tokens": 24, "input": [{"role": "user", "content": [{"type": "input_text", "text": "Name a colour."}]}],
@@ -19,16 +18,7 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "Weather fo
 
 
 def stream_events(base, body):
-    req = urllib.request.Request(base + "/v1/responses", data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        raw = r.read().decode()
-    events = []
-    for block in raw.split("\n\n"):
-        lines = block.split("\n")
-        if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
-            events.append((lines[0][7:], json.loads(lines[1][6:])))
-    return events
+    return named_sse_events(base, "/v1/responses", body)
 
 
 def output_text(response):
