@@ -4,10 +4,10 @@
 // (kv/kv_cache_manager.cpp), and the 3 global layers in a group that keeps everything. Three
 // prompts of about 600, 900 and 1500 tokens (tests/data/gemma3_270m_window_greedy.json from
 // scripts/gen_kquant_goldens.py: records, a Python module, a chat turn about a long report), 128
-// greedy tokens each, batched together with 512-token chunked prefill: every local group releases
-// blocks during the prefill and again every 16 generated tokens, so a block freed too early (or
-// a released entry read) shows as a token that llama.cpp, which keeps its whole window, does not
-// pick.
+// greedy tokens each, batched together with 512-token chunked prefill: the local groups release
+// blocks between the chunks of the two longer prompts and every 16 generated tokens of all three,
+// so a block freed too early (or a released entry read) shows in tokens and logits that differ
+// from llama.cpp's, which keeps its whole window.
 //
 // Token by token over all 128 positions: at a parting, tessera's token must be on a near-tie of
 // llama.cpp's logits (llamacpp_golden.h's rule); the comparison then goes on from llama.cpp's
