@@ -21,6 +21,7 @@ namespace tessera::testing {
 // One sample's result.
 struct SampleResult {
   std::vector<int32_t> token_ids;  // every generated token, in order
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // per token, when SamplingParams::logprobs asks
   std::string text;                // concatenation of the text deltas
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_events = 0;          // events received
@@ -59,6 +60,7 @@ inline RequestResult drain(RequestStream& stream, int32_t num_samples) {
   while (auto ev = stream.next(std::chrono::milliseconds(120000))) {
     SampleResult& s = r.at(static_cast<size_t>(ev->sample_index));
     s.token_ids.insert(s.token_ids.end(), ev->token_ids.begin(), ev->token_ids.end());
+    s.top_logprobs.insert(s.top_logprobs.end(), ev->top_logprobs.begin(), ev->top_logprobs.end());
     s.text += ev->text_delta;
     s.num_events += 1;
     s.num_cached_prompt_tokens = ev->num_cached_prompt_tokens;
