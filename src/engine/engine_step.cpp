@@ -91,10 +91,14 @@ void EngineImpl::after_step_speculation(const sched::SchedulerOutput& out, const
 }
 
 void EngineImpl::publish() {
-  if (config_.on_kv_events) {
-    std::optional<KvEventBatch> batch =
-        kv_event_batch(scheduler_->drain_block_events(), scheduler_->kv_cache().block_size());
-    if (batch) config_.on_kv_events(std::move(*batch));
+  if (config_.on_kv_events || !config_.kv_cache_dir.empty()) {  // the pool records for either
+    std::vector<kv::BlockEvent> records = scheduler_->drain_block_events();
+    if (disk_) disk_->observe_pool_events(records, *kv_);  // writes of newly cached blocks
+    if (config_.on_kv_events) {
+      std::optional<KvEventBatch> batch = kv_event_batch(std::move(records), scheduler_->kv_cache().block_size(),
+                                                         disk_ ? disk_->drain_events() : std::vector<KvCacheEvent>{});
+      if (batch) config_.on_kv_events(std::move(*batch));
+    }
   }
   metrics_->publish(scheduler_->stats(), spec_.get());
 }
