@@ -112,7 +112,6 @@ bool EngineDiskTier::park(EngineMessage& msg, const sched::Scheduler& scheduler)
 
   const int64_t id = msg.request_id;
   Parked& p = parked_[id];
-  p.hashes = std::move(hashes);
   p.pool_hit_tokens = pool_hit;
   std::vector<kv_disk::ReadRequest> reads;
   for (int32_t g = 0; g < num_groups; ++g) {
@@ -132,6 +131,7 @@ bool EngineDiskTier::park(EngineMessage& msg, const sched::Scheduler& scheduler)
       p.blocks.push_back({g, b});
     }
   }
+  p.hashes = std::move(hashes);  // after the last in_pool(), which reads them
   p.payloads.resize(p.blocks.size());
   p.num_pending = static_cast<int32_t>(p.blocks.size());
   p.msg = std::move(msg);
@@ -215,9 +215,49 @@ void EngineDiskTier::observe_pool_events(const std::vector<kv::BlockEvent>& even
       storage.copy_block_out(e.block_id, payload.data());
       kv_disk::BlockMeta meta{.ns = tier_->ns(), .key = key, .parent = parent, .group = e.group, .pool_hash = e.hash,
                               .pool_parent_hash = e.parent_hash, .has_pool_parent = e.has_parent, .tokens = e.token_ids};
-      tier_->submit_write(std::move(meta), std::move(payload));
+      const int32_t window = windows_[static_cast<size_t>(e.group)];
+      if (window == 0 || e.seq_id < 0) {
+        tier_->submit_write(std::move(meta), std::move(payload));
+        continue;
+      }
+      // Held back: dropped once it is behind the window of this sequence's newest block (keeping
+      // two blocks of slack for a next turn's prompt ending a little earlier) unless the prompt's
+      // end needs it.
+      auto& groups = held_[e.seq_id];
+      groups.resize(windows_.size());
+      std::vector<Held>& held = groups[static_cast<size_t>(e.group)];
+      held.push_back({e.block_index, std::move(meta), std::move(payload)});
+      const int32_t bs = block_size_;
+      const int32_t end_first = std::max(0, (e.block_index + 1) * bs - window + 1) / bs - 2;
+      auto p = prompt_len_.find(e.seq_id);
+      const int32_t prompt_hit = p == prompt_len_.end() ? -1 : (p->second - 1) / bs * bs;
+      const int32_t prompt_first = prompt_hit < 0 ? -1 : std::max(0, prompt_hit - window + 1) / bs;
+      std::erase_if(held, [&](const Held& h) {
+        const bool in_prompt_window = prompt_hit >= 0 && h.block_index >= prompt_first && h.block_index * bs < prompt_hit;
+        return h.block_index < end_first && !in_prompt_window;
+      });
     }
   }
+}
+
+void EngineDiskTier::write_held(int64_t seq_id) {
+  auto it = held_.find(seq_id);
+  if (it != held_.end()) {
+    for (std::vector<Held>& group : it->second) {
+      for (Held& h : group) tier_->submit_write(std::move(h.meta), std::move(h.payload));
+    }
+    held_.erase(it);
+  }
+  prompt_len_.erase(seq_id);
+}
+
+void EngineDiskTier::end_sequences(std::span<const int64_t> seq_ids) {
+  for (int64_t id : seq_ids) write_held(id);
+}
+
+void EngineDiskTier::end_all() {
+  while (!held_.empty()) write_held(held_.begin()->first);
+  prompt_len_.clear();
 }
 
 std::vector<KvCacheEvent> EngineDiskTier::drain_events() {

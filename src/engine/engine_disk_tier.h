@@ -11,13 +11,17 @@
 //            as cached (Scheduler::import_blocks), their bytes copied in, and the request is handed
 //            back to be added: its admission then finds them as an ordinary prefix hit. A corrupt or
 //            missing block ends the chain there (the rest is recomputed, and written again).
-//   groups   sliding-window KV-cache groups store what the pool caches for them (the blocks inside
-//            the window when the prefix was computed) and need, for a hit of L tokens, only the
-//            blocks covering [L - W + 1, L) (the pool's hit rule, src/kv/README.md).
+//   groups   a hit of L tokens needs, in a sliding-window group (window W), only the blocks covering
+//            [L - W + 1, L) (the pool's hit rule, src/kv/README.md). So a sliding group's cached
+//            blocks are held back (their bytes copied) per sequence, and when the sequence ends
+//            (finished, aborted, preempted) only those inside the window of its prompt's end or of
+//            its last block are written: the hits a restart or the next turn of a conversation
+//            asks for. Full-attention groups write every block.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +58,13 @@ class EngineDiskTier {
 
   // The pool's records since the last step: writes for stored blocks, key bookkeeping.
   void observe_pool_events(const std::vector<kv::BlockEvent>& events, const KvStorage& storage);
+  // A request's prompt length (its root sequence id is the request id), for the sliding groups'
+  // prompt-end window.
+  void note_prompt(int64_t seq_id, int32_t num_prompt_tokens) { prompt_len_[seq_id] = num_prompt_tokens; }
+  // Sequences that ended (SchedulerOutput::finished_ids, preempted_ids): their held-back sliding
+  // blocks inside the windows are written, the rest dropped. end_all: every sequence (idle engine).
+  void end_sequences(std::span<const int64_t> seq_ids);
+  void end_all();
   // DISK-medium events since the last call (blocks written, files evicted).
   std::vector<KvCacheEvent> drain_events();
   // Counters, gauges and latency histograms into a metrics snapshot. Any thread (the tier's I/O
@@ -70,6 +81,12 @@ class EngineDiskTier {
     int32_t num_pending = 0;
     int32_t pool_hit_tokens = 0;              // the pool's hit when parked
   };
+  struct Held {  // a sliding group's block held back until its sequence ends
+    int32_t block_index = 0;
+    kv_disk::BlockMeta meta;
+    std::vector<uint8_t> payload;
+  };
+  void write_held(int64_t seq_id);
   struct KeyRef {
     kv_disk::DiskKey key;
     int32_t count = 0;  // pool blocks cached under this hash (duplicates)
@@ -80,7 +97,9 @@ class EngineDiskTier {
   std::vector<int32_t> windows_;  // [num_groups] sliding window, 0 = full
   std::unordered_map<int64_t, Parked> parked_;  // request id -> state (ticket = request id)
   std::unordered_map<kv::BlockHash, KeyRef> keys_;  // pool hash -> disk key of cached blocks
-  std::vector<uint8_t> scratch_;  // one block's payload
+  // seq id -> group -> held blocks, index ascending; bounded by the window (see observe_pool_events)
+  std::unordered_map<int64_t, std::vector<std::vector<Held>>> held_;
+  std::unordered_map<int64_t, int32_t> prompt_len_;  // seq id -> prompt tokens (roots only)
   std::atomic<int64_t> lookups_{0}, hit_blocks_{0}, hit_tokens_{0};
   mutable std::mutex latency_mutex_;
   mutable Histogram read_seconds_, write_seconds_;  // per block, from the tier's drained samples

@@ -190,6 +190,7 @@ void EngineImpl::add_request(EngineMessage& msg) {
     return;
   }
   metrics_->live().prompt_tokens += static_cast<int64_t>(req.prompt->size());
+  if (disk_) disk_->note_prompt(req.id, static_cast<int32_t>(req.prompt->size()));
   structured_->add(req.id, req.grammar, req.params.n);
   requests_.emplace(req.id, std::move(msg.request));
 }
@@ -242,6 +243,7 @@ void EngineImpl::loop() {
       for (EngineMessage& msg : disk_->ready(*scheduler_, *kv_)) add_request(msg);
     }
     if (!scheduler_->has_unfinished_requests()) {
+      if (disk_) disk_->end_all();  // every sequence has ended: its held-back blocks go to disk
       std::unique_lock<std::mutex> lock(mutex_);
       if (disk_ && disk_->has_parked()) {  // reads in flight: poll them (a block reads in ~100 us)
         cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return !messages_.empty() || stop_.load(); });

@@ -11,6 +11,10 @@ bool EngineImpl::step() {
   profile::LoopScope loop_scope;  // --profile: the loop's own cost, the runner's part left out
   const Clock::time_point step_start = Clock::now();
   const sched::SchedulerOutput out = scheduler_->schedule();
+  if (disk_) {  // ended sequences: their held-back sliding-window blocks (engine_disk_tier.h)
+    disk_->end_sequences(out.finished_ids);
+    disk_->end_sequences(out.preempted_ids);
+  }
   if (out.seqs.empty()) {
     loop_scope.cancel();
     publish();

@@ -29,6 +29,7 @@ struct BlockEvent {
   int32_t group = 0;               // KV-cache group whose table holds the block
   int32_t block_index = -1;        // index in the sequence's chain (0 = first block); -1 unknown
   uint64_t extra_key = 0;          // the block's verified extra key (block_extra_key)
+  int64_t seq_id = -1;             // the sequence whose table cached it; -1 unknown
 };
 
 class BlockEventLog {

@@ -88,7 +88,7 @@ void BlockPool::free_blocks(std::span<const int32_t> block_ids) {
 
 void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<const int32_t> tokens,
                                  int32_t parent_block_id, uint64_t extra_key, int32_t group,
-                                 int32_t block_index) {
+                                 int32_t block_index, int64_t seq_id) {
   if (!enable_caching_) return;
   TESSERA_CHECK(static_cast<int32_t>(tokens.size()) == block_size_, "caching {} tokens, block {}",
                 tokens.size(), block_size_);
@@ -122,7 +122,8 @@ void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<con
                     .token_ids = std::vector<int32_t>(tokens.begin(), tokens.end()),
                     .group = group,
                     .block_index = block_index,
-                    .extra_key = extra_key});
+                    .extra_key = extra_key,
+                    .seq_id = seq_id});
   }
 }
 

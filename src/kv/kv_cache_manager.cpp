@@ -234,7 +234,7 @@ void KvCacheManager::cache_blocks(const SeqTokens& seq, int32_t num_computed_tok
                                                                     : kUnknownParentBlock;
       pool_.cache_full_block(t.block_ids[i], group_key(seq.block_hashes[i], g),
                              seq.token_ids.range(i * static_cast<size_t>(bs), static_cast<size_t>(bs), scratch),
-                             parent, block_extra_key(seq, i, g), g, b);
+                             parent, block_extra_key(seq, i, g), g, b, seq.seq_id);
     }
     t.num_cached_blocks = std::max(t.num_cached_blocks, num_full);
   }

@@ -240,3 +240,27 @@ def test_a_full_directory_turns_the_tier_off(start_server, tmp_path):
         s.stop()
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+GEMMA_MODEL = os.path.join(os.path.dirname(QWEN_MODEL), "gemma-3-270m-q4_k_m.gguf")
+
+
+def test_a_sliding_window_model_stores_only_its_windows(start_server, tmp_path):
+    """Gemma-3-270M: 1 full-attention group and 5 sliding groups (window 512 = 32 blocks)."""
+    if not os.path.exists(GEMMA_MODEL):
+        pytest.skip(f"{GEMMA_MODEL} is missing (scripts/fetch_models.sh)")
+    ids = prompt_ids(2048, 70)
+    a = serve(start_server, tmp_path, model=GEMMA_MODEL)
+    cold, _ = complete(a, ids)
+    m = wait_writes(a, 128)
+    assert a.stop() == 0
+    writes = m["tessera:kv_disk_writes_total"]
+    # The full group's 128 blocks; each sliding group only the 32-block window of the prompt's end
+    # (+ 2 blocks of slack), not its 128 blocks (which would make 768).
+    files = sum(len(os.listdir(os.path.join(tmp_path, ns))) for ns in namespaces(tmp_path))
+    assert files <= 128 + 5 * 35, (writes, files)
+    b = serve(start_server, tmp_path, model=GEMMA_MODEL)
+    warm, cached = complete(b, ids)
+    assert warm == cold
+    assert cached == 2032
+    assert metrics(b.base)["tessera:kv_disk_corrupt_blocks_total"] == 0
