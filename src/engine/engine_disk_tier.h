@@ -45,6 +45,7 @@ class EngineDiskTier {
 
   bool enabled() const { return tier_->enabled(); }
   int64_t max_bytes() const { return tier_->store().max_bytes(); }
+  int64_t num_files() const { return tier_->store().num_files(); }
   std::string namespace_hex() const { return kv_disk::to_hex(tier_->ns()); }
 
   // A new request: true = parked (msg taken) while its blocks are read; false = add it now.

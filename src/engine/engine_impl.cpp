@@ -63,6 +63,12 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
     std::fprintf(stderr, "tessera: warning: %s in the model file is out of range; using the default\n", key.c_str());
   }
   if (config.verbose) print_startup_lines(e->info_, mc, d, config);
+  if (config.verbose && e->disk_) {
+    std::fprintf(stderr, "tessera: KV disk tier %s/%s: %.1f GiB budget, %lld blocks of %zu bytes there\n",
+                 config.kv_cache_dir.c_str(), e->info_.kv_cache_dir_namespace.c_str(),
+                 static_cast<double>(e->info_.kv_cache_dir_bytes) / (1 << 30),
+                 static_cast<long long>(e->disk_->num_files()), e->kv_->block_payload_bytes());
+  }
 
   e->metrics_ = std::make_unique<EngineMetrics>(config.num_speculative_tokens);
   e->metrics_->publish(e->scheduler_->stats(), e->spec_.get());
