@@ -7,6 +7,7 @@ full directory. Prompts are token ids (exact block boundaries); outputs are gree
 """
 import os
 import subprocess
+import threading
 import time
 
 import pytest
@@ -194,6 +195,23 @@ def test_two_live_replicas_share_one_directory(start_server, tmp_path):
     wait_writes(b, 64)
     assert complete(a, ids2) == (cold2, 1008)
     assert metrics(a.base)["tessera:kv_disk_corrupt_blocks_total"] == 0
+    # Both compute one new prompt at the same time: two writers of every key, each renaming a whole
+    # file over the other's. A third replica then reads all of it, intact.
+    ids3 = prompt_ids(1024, 32)
+    results = {}
+    threads = [threading.Thread(target=lambda srv, k: results.__setitem__(k, complete(srv, ids3)), args=(srv, k))
+               for k, srv in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["a"][0] == results["b"][0]
+    deadline = time.time() + 60
+    while time.time() < deadline and not all(block_of(ids3, k) in block_files(tmp_path) for k in range(64)):
+        time.sleep(0.2)
+    c = serve(start_server, tmp_path)
+    assert complete(c, ids3) == (results["a"][0], 1008)
+    assert metrics(c.base)["tessera:kv_disk_corrupt_blocks_total"] == 0
 
 
 def test_the_size_budget_holds_under_a_stream_of_prompts(start_server, tmp_path):
