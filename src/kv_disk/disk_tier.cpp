@@ -1,5 +1,8 @@
 #include "kv_disk/disk_tier.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -103,6 +106,9 @@ void DiskTier::turn_off(const std::string& why) {
 }
 
 void DiskTier::run() {
+  // Below the compute threads: on a machine whose cores the forward fills, the disk's CPU work
+  // (copies, checksums) must not slow the decoding requests (Linux: a thread's own nice value).
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   while (true) {
     std::optional<ReadRequest> read;
     std::optional<WriteJob> write;
