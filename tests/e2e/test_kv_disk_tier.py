@@ -163,7 +163,7 @@ def test_another_kv_dtype_or_model_gets_no_hits(start_server, tmp_path):
     wait_writes(a, 32)
     assert a.stop() == 0
     q8 = serve(start_server, tmp_path, "--kv-dtype", "q8")
-    _, cached = complete(q8, ids)
+    q8_cold, cached = complete(q8, ids)
     assert cached == 0
     m = metrics(q8.base)
     assert m["tessera:kv_disk_lookups_total"] == 1  # looked up in its own namespace: empty
@@ -171,6 +171,9 @@ def test_another_kv_dtype_or_model_gets_no_hits(start_server, tmp_path):
     wait_writes(q8, 32)
     assert q8.stop() == 0
     assert len(namespaces(tmp_path)) == 2
+    q8 = serve(start_server, tmp_path, "--kv-dtype", "q8")  # q8 blocks (values + row scales) reload
+    assert complete(q8, ids) == (q8_cold, 496)
+    assert q8.stop() == 0
     if os.path.exists(QWEN_MODEL):
         qwen = serve(start_server, tmp_path, model=QWEN_MODEL)
         _, cached = complete(qwen, ids)
