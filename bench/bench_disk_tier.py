@@ -82,8 +82,16 @@ class Server:
             return out
 
     def wait_writes(self, n, timeout=600):
+        """Until this process has written n blocks, or its count has not moved for 2 s (the rest was
+        on disk already: a restarted server writes only what it computed)."""
         deadline = time.time() + timeout
-        while time.time() < deadline and self.metrics().get("tessera:kv_disk_writes_total", 0) < n:
+        last, since = -1, time.time()
+        while time.time() < deadline:
+            w = self.metrics().get("tessera:kv_disk_writes_total", 0)
+            if w >= n or (w == last and time.time() - since > 2.0):
+                return
+            if w != last:
+                last, since = w, time.time()
             time.sleep(0.2)
 
     def stop(self):
