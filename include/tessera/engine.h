@@ -37,6 +37,11 @@ struct EngineConfig {
   int32_t block_size = defaults::kBlockSize;  // token slots per KV block
   std::string kv_dtype = "f16";           // "f16" | "f32" | "q8" (int8, one scale per token and head)
   bool enable_prefix_caching = true;
+  // A disk tier under the prefix cache (docs/architecture.md, "KV disk tier"): full blocks are
+  // written to this directory and read back at admission, across restarts and by other processes
+  // sharing it. "" = off. Its size budget in bytes (0 = defaults::kKvCacheDirBytes).
+  std::string kv_cache_dir;
+  int64_t kv_cache_dir_bytes = 0;
   // Sliding-window layers (Gemma 3's local layers) get KV-cache groups of their own whose blocks go
   // back to the pool once every query has passed them (vLLM's hybrid KV-cache manager). false:
   // one block table for all layers, every block kept for the sequence's life (vLLM's
@@ -91,6 +96,12 @@ struct ModelInfo {
   int32_t kv_layers_per_block = 0;        // layers whose K/V one block holds
   std::string kv_dtype;                   // "f16" | "f32" | "q8"
   bool enable_prefix_caching = false;
+  // The KV disk tier at start-up (EngineConfig::kv_cache_dir): whether it opened, its budget and
+  // namespace (32 hex digits: model content, KV dtype, block size, layout). The directory itself
+  // is not shown on open routes.
+  bool kv_cache_dir_enabled = false;
+  int64_t kv_cache_dir_bytes = 0;
+  std::string kv_cache_dir_namespace;
   // Scheduling in force.
   int32_t max_num_seqs = 0;               // sequences in one step at most (max running requests)
   int32_t max_num_batched_tokens = 0;     // tokens in one step at most

@@ -11,6 +11,7 @@ inline constexpr int32_t kMaxNumSeqs = 64;            // sequences in one step a
 inline constexpr int32_t kMaxNumBatchedTokens = 512;  // tokens in one step at most (token budget)
 inline constexpr int32_t kMaxModelLen = 8192;         // context per request when the model's is longer
 inline constexpr int32_t kBlockSize = 16;             // token slots per KV block
+inline constexpr int64_t kKvCacheDirBytes = int64_t{8} << 30;  // --kv-cache-dir-size when a dir is given
 inline constexpr int32_t kNumSpeculativeTokens = 4;   // k, draft tokens per sequence and step at most
 inline constexpr int32_t kMaxSamplesPerRequest = 16;  // n at most (parallel sampling)
 

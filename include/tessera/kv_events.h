@@ -16,10 +16,14 @@ namespace tessera {
 
 struct KvCacheEvent {
   enum class Kind : uint8_t { kBlockStored, kBlockRemoved, kAllBlocksCleared };
+  // Where the block is: the in-memory pool requests attend from (wire medium "GPU", see
+  // kv_events/event_encoder.h), or the disk tier under it (serve --kv-cache-dir, wire "DISK").
+  enum class Medium : uint8_t { kPool, kDisk };
   Kind kind = Kind::kBlockStored;
   uint64_t block_hash = 0;                     // kBlockStored / kBlockRemoved
   std::optional<uint64_t> parent_block_hash;   // kBlockStored: the previous block of the chain
   std::vector<int32_t> token_ids;              // kBlockStored: the block's [block_size] tokens
+  Medium medium = Medium::kPool;               // kBlockStored / kBlockRemoved
 };
 
 struct KvEventBatch {

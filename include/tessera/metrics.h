@@ -57,6 +57,22 @@ struct MetricsSnapshot {
   std::vector<double> spec_step_seconds; // [k + 2]: [n] = decode step of n tokens, proposer excluded
   double spec_proposer_forward_seconds = 0.0;  // one proposer forward (draft model) or lookup
   double spec_catch_up_seconds_per_token = 0.0;  // draft catch-up
+  // The KV disk tier (serve --kv-cache-dir; all 0 without it).
+  bool disk_tier_enabled = false;        // gauge: configured and not turned off by an I/O error
+  int64_t disk_lookups = 0;              // requests whose prompt was looked up on disk at admission
+  int64_t disk_hit_blocks = 0;           // blocks read from disk into the pool
+  int64_t disk_hit_tokens = 0;           // prompt tokens those blocks added to the prefix hit
+  int64_t disk_writes = 0;               // blocks written
+  int64_t disk_write_drops = 0;          // blocks not written: queue full, tier off, too large
+  int64_t disk_write_errors = 0;         // writes that failed (I/O errors)
+  int64_t disk_evictions = 0;            // files deleted for the size budget
+  int64_t disk_corrupt_blocks = 0;       // files that failed verification (deleted, recomputed)
+  int64_t disk_bytes_written = 0;
+  int64_t disk_bytes_read = 0;
+  int64_t disk_bytes = 0;                // gauge: bytes of this namespace's files (estimate)
+  int64_t disk_files = 0;                // gauge
+  Histogram disk_read_seconds;           // per block read (open, read, verify)
+  Histogram disk_write_seconds;          // per block written (encode, write, rename, evictions)
   // Histograms (seconds).
   Histogram time_to_first_token;
   Histogram inter_token_latency;

@@ -15,6 +15,18 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text
                  "bytes of f16, slightly different numerics)");
   app.add_flag("--no-prefix-caching{false},--prefix-caching{true}", c.enable_prefix_caching,
                "automatic prefix caching (on by default)");
+  app.add_option("--kv-cache-dir", c.kv_cache_dir,
+                 "a disk tier under the prefix cache: full KV blocks are written here and read back instead of "
+                 "recomputed, across restarts and by other servers sharing the directory (default: off)");
+  app.add_option_function<std::string>(
+         "--kv-cache-dir-size",
+         [&c](const std::string& text) {
+           auto bytes = parse_byte_size(text);
+           if (!bytes) throw CLI::ValidationError("--kv-cache-dir-size", bytes.error().message);
+           if (*bytes <= 0) throw CLI::ValidationError("--kv-cache-dir-size", "'" + text + "' must be more than 0 bytes");
+           c.kv_cache_dir_bytes = *bytes;
+         },
+         "size budget of --kv-cache-dir, least recently used blocks deleted first (default 8GiB)");
   app.add_flag("--disable-hybrid-kv-cache-manager{false}", c.hybrid_kv_cache,
                "keep every layer's KV blocks for the whole sequence (by default a sliding-window layer's "
                "blocks behind its window go back to the pool: Gemma 3 fits ~4.5x the sequences at 8k)");

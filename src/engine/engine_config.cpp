@@ -16,6 +16,9 @@ Status validate_engine_config(const EngineConfig& config) {
     return make_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config.block_size);
   }
   TESSERA_TRY(parse_kv_dtype(config.kv_dtype));
+  if (config.kv_cache_dir_bytes < 0) {
+    return make_error(ErrorCode::kInvalidArgument, "KV cache dir size {} must be >= 0", config.kv_cache_dir_bytes);
+  }
   if (config.policy != "continuous" && config.policy != "static") {
     return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
   }
@@ -66,7 +69,8 @@ Result<EngineConfigs> derive_engine_configs(const EngineConfig& config, const Mo
   sc.num_blocks = d.num_blocks;
   sc.kv_group_windows = d.kv_layout.group_windows;
   sc.enable_prefix_caching = config.enable_prefix_caching;
-  sc.record_block_events = static_cast<bool>(config.on_kv_events);
+  // The pool's stored/removed record: for KV events, and for the disk tier's writes.
+  sc.record_block_events = static_cast<bool>(config.on_kv_events) || !config.kv_cache_dir.empty();
   sc.policy = config.policy == "static" ? sched::SchedulerPolicy::kStatic : sched::SchedulerPolicy::kContinuous;
   TESSERA_TRY(sched::validate_scheduler_config(sc));
 

@@ -43,6 +43,7 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
       mc, d.num_blocks, config.block_size, d.kv_dtype,
       KvSlotMap{d.kv_layout.layer_group, d.kv_layout.layer_slot, d.kv_layout.num_slots});
   e->runner_ = std::make_unique<ModelRunner>(*e->model_, *e->kv_, d.runner);
+  e->disk_ = EngineDiskTier::open(config, *e->model_, d, *e->kv_);  // null when off or unusable
 
   if (!config.speculative.empty()) {
     auto spec = speculative::SpecDecoder::create(d.spec, *e->model_);  // n-gram or draft model
@@ -53,10 +54,21 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   e->structured_ = std::make_unique<structured::StructuredOutputs>(*e->tokenizer_, mc.vocab_size);
 
   e->info_ = make_model_info(config, *e->model_, *e->tokenizer_, d);
+  if (e->disk_) {
+    e->info_.kv_cache_dir_enabled = true;
+    e->info_.kv_cache_dir_bytes = e->disk_->max_bytes();
+    e->info_.kv_cache_dir_namespace = e->disk_->namespace_hex();
+  }
   for (const std::string& key : mc.sampling.ignored) {
     std::fprintf(stderr, "tessera: warning: %s in the model file is out of range; using the default\n", key.c_str());
   }
   if (config.verbose) print_startup_lines(e->info_, mc, d, config);
+  if (config.verbose && e->disk_) {
+    std::fprintf(stderr, "tessera: KV disk tier %s/%s: %.1f GiB budget, %lld blocks of %zu bytes there\n",
+                 config.kv_cache_dir.c_str(), e->info_.kv_cache_dir_namespace.c_str(),
+                 static_cast<double>(e->info_.kv_cache_dir_bytes) / (1 << 30),
+                 static_cast<long long>(e->disk_->num_files()), e->kv_->block_payload_bytes());
+  }
 
   e->metrics_ = std::make_unique<EngineMetrics>(config.num_speculative_tokens);
   e->metrics_->publish(e->scheduler_->stats(), e->spec_.get());

@@ -23,6 +23,8 @@
 //   engine_step.cpp      step()
 //   engine_outputs.h     a step's updates into stream events (emit_step_outputs)
 //   engine_metrics.h     counters, histograms and their published copy; KV events batches
+//   engine_disk_tier.h   the KV disk tier's engine side: writes of cached blocks, parked
+//                        requests whose prefix is read back from disk
 //   engine_requests.h    per-request state and the views of it handed down
 //   structured/          structured outputs (StructuredOutputs); speculative/ speculation
 #pragma once
@@ -36,6 +38,7 @@
 #include <unordered_map>
 
 #include "engine/engine_config.h"
+#include "engine/engine_disk_tier.h"
 #include "engine/engine_metrics.h"
 #include "engine/engine_outputs.h"
 #include "engine/engine_requests.h"
@@ -69,7 +72,11 @@ class EngineImpl final : public Engine {
   Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request) override;
   Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) override;
   void abort(int64_t request_id) override;
-  MetricsSnapshot metrics() const override { return metrics_->snapshot(); }
+  MetricsSnapshot metrics() const override {
+    MetricsSnapshot m = metrics_->snapshot();
+    if (disk_) disk_->fill_metrics(m);  // live: the I/O thread's writes land between steps
+    return m;
+  }
   int32_t num_unfinished_requests() const override { return num_unfinished_.load(); }
   void shutdown(std::chrono::milliseconds grace) override;
 
@@ -81,6 +88,8 @@ class EngineImpl final : public Engine {
   Result<EngineMessage> make_add_message(GenerateRequest request, int64_t num_before);
   void loop();
   void drain_messages();
+  // A kAdd message's request into the scheduler and the engine's maps (or its error to the client).
+  void add_request(EngineMessage& msg);
   void finish_request_state(ActiveRequest& req);
   // Ends every sample of `req` not yet finished with a final event (reason, error text, counts):
   // an abort, or a request the engine fails.
@@ -113,6 +122,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<speculative::SpecDecoder> spec_;             // speculative decoding; null when off
   std::unique_ptr<structured::StructuredOutputs> structured_;  // grammars, matchers, token masks
   std::unique_ptr<EngineMetrics> metrics_;
+  std::unique_ptr<EngineDiskTier> disk_;  // KV disk tier (EngineConfig::kv_cache_dir); null when off
   std::vector<int32_t> eos_ids_;
 
   // Engine-thread state.

@@ -151,25 +151,16 @@ void EngineImpl::drain_messages() {
   }
   for (EngineMessage& msg : batch) {
     if (msg.kind == EngineMessage::Kind::kAdd) {
-      ActiveRequest& req = *msg.request;
-      req.cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
-      Status added = scheduler_->add_request(scheduler_request_of(req, eos_ids_, std::move(msg.cache_salt)));
-      if (!added.ok()) {
-        for (int32_t i = 0; i < req.params.n; ++i) {
-          RequestOutput out;
-          out.sample_index = i;
-          out.finish_reason = FinishReason::kError;
-          out.error = added.error().message;
-          out.num_prompt_tokens = static_cast<int32_t>(req.prompt->size());
-          req.stream->push(std::move(out));
-        }
+      msg.request->cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
+      if (disk_ && disk_->park(msg, *scheduler_)) continue;  // added once its blocks are read from disk
+      add_request(msg);
+    } else {
+      if (std::unique_ptr<ActiveRequest> parked = disk_ ? disk_->take_parked(msg.request_id) : nullptr) {
+        end_unfinished_samples(*parked, FinishReason::kAbort, "");
+        metrics_->live().num_requests_aborted += 1;
         num_unfinished_.fetch_sub(1);
         continue;
       }
-      metrics_->live().prompt_tokens += static_cast<int64_t>(req.prompt->size());
-      structured_->add(req.id, req.grammar, req.params.n);
-      requests_.emplace(req.id, std::move(msg.request));
-    } else {
       auto it = requests_.find(msg.request_id);
       if (it == requests_.end()) continue;
       scheduler_->abort_request(msg.request_id);
@@ -181,6 +172,27 @@ void EngineImpl::drain_messages() {
   }
   // An abort can leave nothing to step: publish now, or metrics() would keep the pre-abort state.
   if (!batch.empty()) metrics_->publish(scheduler_->stats(), spec_.get());
+}
+
+void EngineImpl::add_request(EngineMessage& msg) {
+  ActiveRequest& req = *msg.request;
+  Status added = scheduler_->add_request(scheduler_request_of(req, eos_ids_, std::move(msg.cache_salt)));
+  if (!added.ok()) {
+    for (int32_t i = 0; i < req.params.n; ++i) {
+      RequestOutput out;
+      out.sample_index = i;
+      out.finish_reason = FinishReason::kError;
+      out.error = added.error().message;
+      out.num_prompt_tokens = static_cast<int32_t>(req.prompt->size());
+      req.stream->push(std::move(out));
+    }
+    num_unfinished_.fetch_sub(1);
+    return;
+  }
+  metrics_->live().prompt_tokens += static_cast<int64_t>(req.prompt->size());
+  if (disk_) disk_->note_prompt(req.id, static_cast<int32_t>(req.prompt->size()));
+  structured_->add(req.id, req.grammar, req.params.n);
+  requests_.emplace(req.id, std::move(msg.request));
 }
 
 void EngineImpl::end_unfinished_samples(ActiveRequest& req, FinishReason reason, const std::string& error) {
@@ -227,14 +239,29 @@ void EngineImpl::loop() {
   while (true) {
     drain_messages();
     if (stop_.load()) break;
+    if (disk_ && disk_->has_parked()) {  // requests whose blocks came back from disk
+      for (EngineMessage& msg : disk_->ready(*scheduler_, *kv_)) add_request(msg);
+    }
     if (!scheduler_->has_unfinished_requests()) {
+      if (disk_) disk_->end_all();  // every sequence has ended: its held-back blocks go to disk
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [&] { return !messages_.empty() || stop_.load(); });
+      if (disk_ && disk_->has_parked()) {  // reads in flight: poll them (a block reads in ~100 us)
+        cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return !messages_.empty() || stop_.load(); });
+      } else {
+        cv_.wait(lock, [&] { return !messages_.empty() || stop_.load(); });
+      }
       continue;
     }
     step();
   }
   // Shutting down: whatever is still in flight is aborted, and its client told so.
+  if (disk_) {
+    for (int64_t id : disk_->parked_ids()) {
+      std::unique_ptr<ActiveRequest> req = disk_->take_parked(id);
+      end_unfinished_samples(*req, FinishReason::kAbort, "");
+      num_unfinished_.fetch_sub(1);
+    }
+  }
   for (auto& [id, req] : requests_) {
     scheduler_->abort_request(id);
     for (size_t i = 0; i < req->samples.size(); ++i) {

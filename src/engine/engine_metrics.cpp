@@ -80,8 +80,9 @@ void EngineMetrics::publish(const sched::SchedulerStats& st, const speculative::
   published_ = m;
 }
 
-std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, int32_t block_size) {
-  if (records.empty()) return std::nullopt;
+std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, int32_t block_size,
+                                           std::vector<KvCacheEvent> disk_events) {
+  if (records.empty() && disk_events.empty()) return std::nullopt;
   KvEventBatch batch;
   batch.ts = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   batch.block_size = block_size;
@@ -99,6 +100,7 @@ std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, 
     }
     e.block_hash = r.hash;
   }
+  for (KvCacheEvent& e : disk_events) batch.events.push_back(std::move(e));
   return batch;
 }
 

@@ -38,7 +38,9 @@ class EngineMetrics {
   MetricsSnapshot published_;
 };
 
-// The block pool's record (drained) as one public batch; nullopt when it is empty.
-std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, int32_t block_size);
+// The block pool's record (drained) as one public batch, the disk tier's events (medium DISK)
+// after it; nullopt when both are empty.
+std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, int32_t block_size,
+                                           std::vector<KvCacheEvent> disk_events = {});
 
 }  // namespace tessera

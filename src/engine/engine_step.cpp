@@ -11,6 +11,10 @@ bool EngineImpl::step() {
   profile::LoopScope loop_scope;  // --profile: the loop's own cost, the runner's part left out
   const Clock::time_point step_start = Clock::now();
   const sched::SchedulerOutput out = scheduler_->schedule();
+  if (disk_) {  // ended sequences: their held-back sliding-window blocks (engine_disk_tier.h)
+    disk_->end_sequences(out.finished_ids);
+    disk_->end_sequences(out.preempted_ids);
+  }
   if (out.seqs.empty()) {
     loop_scope.cancel();
     publish();
@@ -91,10 +95,14 @@ void EngineImpl::after_step_speculation(const sched::SchedulerOutput& out, const
 }
 
 void EngineImpl::publish() {
-  if (config_.on_kv_events) {
-    std::optional<KvEventBatch> batch =
-        kv_event_batch(scheduler_->drain_block_events(), scheduler_->kv_cache().block_size());
-    if (batch) config_.on_kv_events(std::move(*batch));
+  if (config_.on_kv_events || !config_.kv_cache_dir.empty()) {  // the pool records for either
+    std::vector<kv::BlockEvent> records = scheduler_->drain_block_events();
+    if (disk_) disk_->observe_pool_events(records, *kv_);  // writes of newly cached blocks
+    if (config_.on_kv_events) {
+      std::optional<KvEventBatch> batch = kv_event_batch(std::move(records), scheduler_->kv_cache().block_size(),
+                                                         disk_ ? disk_->drain_events() : std::vector<KvCacheEvent>{});
+      if (batch) config_.on_kv_events(std::move(*batch));
+    }
   }
   metrics_->publish(scheduler_->stats(), spec_.get());
 }

@@ -66,6 +66,7 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   const std::string& path() const { return file_.path(); }
   size_t file_size() const { return file_.size(); }
+  std::span<const uint8_t> bytes() const { return file_.bytes(); }  // the whole file (content fingerprints)
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }

@@ -25,6 +25,11 @@ struct BlockEvent {
   bool has_parent = false;         // kStored: false for the first block of a chain
   BlockHash parent_hash = 0;       // kStored: hash of the previous block of the chain
   std::vector<int32_t> token_ids;  // kStored: the block's [block_size] token ids; else empty
+  // kStored, for a lower tier (the engine's disk tier) that keys blocks by their own chain:
+  int32_t group = 0;               // KV-cache group whose table holds the block
+  int32_t block_index = -1;        // index in the sequence's chain (0 = first block); -1 unknown
+  uint64_t extra_key = 0;          // the block's verified extra key (block_extra_key)
+  int64_t seq_id = -1;             // the sequence whose table cached it; -1 unknown
 };
 
 class BlockEventLog {

@@ -23,6 +23,10 @@ uint64_t group_key(uint64_t key, int32_t group) {
   return hash_block_tokens(key ^ kGroupSalt, {}, static_cast<uint64_t>(group)) | 1;  // never 0
 }
 
+uint64_t block_extra_key(uint64_t salt_key, size_t index, int32_t group) {
+  return group_key(index == 0 ? salt_key : 0, group);
+}
+
 uint64_t hash_cache_salt(std::string_view salt) {
   if (salt.empty()) return 0;
   return XXH3_64bits(salt.data(), salt.size()) | 1;  // never 0, which means "no salt"

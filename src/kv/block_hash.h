@@ -28,6 +28,11 @@ BlockHash hash_block_tokens(BlockHash parent_hash, std::span<const int32_t> toke
 // finds another group's block (they hold different layers).
 uint64_t group_key(uint64_t key, int32_t group);
 
+// The verified extra key of block `index` of a chain in group `group`: the salt key on the first
+// block (as with one table), and the group's own key on every block of a later group, so a
+// sliding group's block checked without its (released) parent still cannot match another group's.
+uint64_t block_extra_key(uint64_t salt_key, size_t index, int32_t group);
+
 // Extra key for a cache salt; 0 for the empty salt (no isolation).
 uint64_t hash_cache_salt(std::string_view salt);
 

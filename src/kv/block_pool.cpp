@@ -87,7 +87,8 @@ void BlockPool::free_blocks(std::span<const int32_t> block_ids) {
 }
 
 void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<const int32_t> tokens,
-                                 int32_t parent_block_id, uint64_t extra_key) {
+                                 int32_t parent_block_id, uint64_t extra_key, int32_t group,
+                                 int32_t block_index, int64_t seq_id) {
   if (!enable_caching_) return;
   TESSERA_CHECK(static_cast<int32_t>(tokens.size()) == block_size_, "caching {} tokens, block {}",
                 tokens.size(), block_size_);
@@ -118,7 +119,11 @@ void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<con
                     .hash = hash,
                     .has_parent = parent != nullptr && parent->has_hash,
                     .parent_hash = parent != nullptr && parent->has_hash ? parent->hash : 0,
-                    .token_ids = std::vector<int32_t>(tokens.begin(), tokens.end())});
+                    .token_ids = std::vector<int32_t>(tokens.begin(), tokens.end()),
+                    .group = group,
+                    .block_index = block_index,
+                    .extra_key = extra_key,
+                    .seq_id = seq_id});
   }
 }
 

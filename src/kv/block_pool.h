@@ -72,9 +72,11 @@ class BlockPool {
   void free_blocks(std::span<const int32_t> block_ids);
 
   // Enters a full, computed block into the prefix cache. No-op when caching is off or the block
-  // already has this hash (it was a hit or is shared with a fork).
+  // already has this hash (it was a hit or is shared with a fork). group, block_index and seq_id
+  // only go into the kStored record (BlockEvent).
   void cache_full_block(int32_t block_id, BlockHash hash, std::span<const int32_t> tokens,
-                        int32_t parent_block_id, uint64_t extra_key);
+                        int32_t parent_block_id, uint64_t extra_key, int32_t group = 0,
+                        int32_t block_index = -1, int64_t seq_id = -1);
   // A cached block with this hash whose tokens, extra key and parent (kNoParentBlock for the first
   // block of a chain) match; nullopt on a miss or an unverified hash match.
   std::optional<int32_t> find_cached_block(BlockHash hash, std::span<const int32_t> tokens,

@@ -7,11 +7,8 @@
 namespace tessera::kv {
 
 namespace {
-// The verified extra key of block b in group g: the salt on the first block of the chain (as with
-// one table), and the group's own key on every block of a later group, so a sliding group's block
-// checked without its (released) parent still cannot match another group's block.
 uint64_t block_extra_key(const SeqTokens& seq, size_t b, int32_t group) {
-  return group_key(b == 0 ? seq.extra_key : 0, group);
+  return kv::block_extra_key(seq.extra_key, b, group);
 }
 }  // namespace
 
@@ -237,10 +234,83 @@ void KvCacheManager::cache_blocks(const SeqTokens& seq, int32_t num_computed_tok
                                                                     : kUnknownParentBlock;
       pool_.cache_full_block(t.block_ids[i], group_key(seq.block_hashes[i], g),
                              seq.token_ids.range(i * static_cast<size_t>(bs), static_cast<size_t>(bs), scratch),
-                             parent, block_extra_key(seq, i, g));
+                             parent, block_extra_key(seq, i, g), g, b, seq.seq_id);
     }
     t.num_cached_blocks = std::max(t.num_cached_blocks, num_full);
   }
+}
+
+std::vector<int32_t> KvCacheManager::import_blocks(const SeqTokens& seq, std::span<const ImportBlock> blocks) {
+  std::vector<int32_t> out(blocks.size(), kNullBlockId);
+  if (!pool_.enable_caching() || blocks.empty()) return out;
+  const int32_t bs = block_size();
+  std::vector<int32_t> scratch;
+  auto tokens_of = [&](int32_t b) {
+    return seq.token_ids.range(static_cast<size_t>(b) * static_cast<size_t>(bs), static_cast<size_t>(bs), scratch);
+  };
+  auto lookup = [&](int32_t g, int32_t b, int32_t parent) {
+    return pool_.find_cached_block(group_key(seq.block_hashes[static_cast<size_t>(b)], g), tokens_of(b), parent,
+                                   block_extra_key(seq, static_cast<size_t>(b), g));
+  };
+  std::vector<int32_t> held;  // blocks this call holds (found ones touched, new ones), freed at the end
+  auto hold = [&](int32_t id) {
+    pool_.touch(std::span<const int32_t>(&id, 1));
+    held.push_back(id);
+  };
+  // A new block for (g, b) chained to `parent`; kNullBlockId when the pool has no free block.
+  auto enter = [&](int32_t g, int32_t b, int32_t parent) {
+    if (pool_.num_free_blocks() == 0) return kNullBlockId;
+    const int32_t id = pool_.get_new_blocks(1).front();
+    held.push_back(id);
+    pool_.cache_full_block(id, group_key(seq.block_hashes[static_cast<size_t>(b)], g), tokens_of(b), parent,
+                           block_extra_key(seq, static_cast<size_t>(b), g), g, b);
+    return id;
+  };
+  const auto max_index = static_cast<int32_t>(std::min(seq.block_hashes.size(), seq.token_ids.size() / static_cast<size_t>(bs)));
+  for (size_t i = 0; i < blocks.size();) {
+    const int32_t g = blocks[i].group;
+    size_t end = i;
+    while (end < blocks.size() && blocks[end].group == g) ++end;
+    if (sliding_window(g) == 0) {  // the verified chain from block 0
+      int32_t parent = kNoParentBlock;
+      size_t next = i;  // next import of this group
+      for (int32_t b = 0; next < end && b <= blocks[end - 1].index && b < max_index; ++b) {
+        const bool wanted = blocks[next].index == b;
+        int32_t id = kNullBlockId;
+        if (auto found = lookup(g, b, parent)) {
+          id = *found;
+          hold(id);
+        } else if (wanted) {
+          id = out[next] = enter(g, b, parent);
+        }
+        if (wanted) ++next;
+        if (id == kNullBlockId) break;
+        parent = id;
+      }
+    } else {
+      int32_t prev_index = -2;
+      int32_t prev_id = kNullBlockId;
+      for (size_t k = i; k < end; ++k) {
+        const int32_t b = blocks[k].index;
+        if (b >= max_index) break;
+        const int32_t parent = b == 0 ? kNoParentBlock : prev_index == b - 1 && prev_id != kNullBlockId ? prev_id
+                                                                                                        : kUnknownParentBlock;
+        std::optional<int32_t> found = lookup(g, b, parent);
+        if (!found && parent >= 0) found = lookup(g, b, kUnknownParentBlock);
+        if (found) {
+          hold(*found);
+          prev_id = *found;
+        } else {
+          prev_id = out[k] = enter(g, b, parent);
+        }
+        prev_index = b;
+      }
+    }
+    i = end;
+  }
+  std::reverse(held.begin(), held.end());  // tail first: the chain's tail is evicted first
+  pool_.free_blocks(held);
+  return out;
 }
 
 void KvCacheManager::fork(int64_t parent_id, int64_t child_id) {

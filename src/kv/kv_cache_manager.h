@@ -79,6 +79,13 @@ struct SlotAllocation {
   std::vector<CowCopy> cow_copies;     // copies the runner performs before the forward
 };
 
+// A block of a sequence's chain that a lower tier (the engine's disk tier) holds: KV-cache group,
+// and index in the chain (block b covers tokens [b x block_size, (b + 1) x block_size)).
+struct ImportBlock {
+  int32_t group = 0;
+  int32_t index = 0;
+};
+
 struct KvCacheStats {
   int32_t num_blocks_total = 0;      // usable blocks (null block excluded)
   int32_t num_blocks_free = 0;       // ref_cnt 0, not cached
@@ -124,6 +131,15 @@ class KvCacheManager {
                                                const PrefixHit* prefix_hit = nullptr);
   // Enters the sequence's full blocks within its first num_computed_tokens tokens into the cache.
   void cache_blocks(const SeqTokens& seq, int32_t num_computed_tokens);
+  // Blocks of seq's chain read from a lower tier, entered into the prefix cache as if computed, so
+  // the sequence's admission (get_computed_blocks) finds them. `blocks` sorted by group, then
+  // index. A full group's block enters only when every earlier block of its chain is cached (or
+  // enters here): the verified chain from block 0; a sliding group's block chains to the previous
+  // block when that one enters here, else enters with an unknown parent (kUnknownParentBlock).
+  // Returns per input the pool block now holding it, whose bytes the caller writes before the
+  // next schedule(); kNullBlockId when skipped (cached already, chain broken, or no free block).
+  // The blocks end free and cached (ref_cnt 0) at the back of the eviction queue, tail first.
+  std::vector<int32_t> import_blocks(const SeqTokens& seq, std::span<const ImportBlock> blocks);
   // The child shares every block of the parent (ref counts); writes then copy on demand.
   void fork(int64_t parent_id, int64_t child_id);
   // Keeps the blocks covering the first num_tokens positions, frees the rest (rejected drafts).

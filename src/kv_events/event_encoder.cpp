@@ -7,7 +7,8 @@
 namespace tessera::kv_events {
 namespace {
 
-constexpr std::string_view kMedium = "GPU";  // see event_encoder.h: the primary KV pool's tier name
+// See event_encoder.h: "GPU" is the primary KV pool's tier name, "DISK" the disk tier's.
+std::string_view medium_of(const KvCacheEvent& e) { return e.medium == KvCacheEvent::Medium::kDisk ? "DISK" : "GPU"; }
 
 void pack_str(msgpack_packer& pk, std::string_view s) {
   msgpack_pack_str(&pk, s.size());
@@ -30,7 +31,7 @@ void pack_event(msgpack_packer& pk, const KvCacheEvent& e, int32_t block_size) {
       for (int32_t t : e.token_ids) msgpack_pack_int32(&pk, t);
       msgpack_pack_int32(&pk, block_size);
       msgpack_pack_nil(&pk);  // lora_id: no adapters
-      pack_str(pk, kMedium);
+      pack_str(pk, medium_of(e));
       msgpack_pack_nil(&pk);  // lora_name
       break;
     case KvCacheEvent::Kind::kBlockRemoved:
@@ -38,7 +39,7 @@ void pack_event(msgpack_packer& pk, const KvCacheEvent& e, int32_t block_size) {
       pack_str(pk, "BlockRemoved");
       msgpack_pack_array(&pk, 1);
       msgpack_pack_uint64(&pk, e.block_hash);
-      pack_str(pk, kMedium);
+      pack_str(pk, medium_of(e));
       break;
     case KvCacheEvent::Kind::kAllBlocksCleared:
       msgpack_pack_array(&pk, 1);

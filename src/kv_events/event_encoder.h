@@ -15,7 +15,8 @@
 // Hashes are unsigned 64-bit integers (vLLM's integer block hashes). One block per event: a router
 // reads a multi-block BlockStored the same way as its blocks one by one. medium "GPU" is vLLM's
 // name for the engine's primary KV pool, the tier requests attend from (routers read "CPU" as an
-// offload tier), which is what tessera's pool is even though it lives in host memory. ts is a
+// offload tier), which is what tessera's pool is even though it lives in host memory; blocks of the
+// disk tier (serve --kv-cache-dir) carry medium "DISK" (KvCacheEvent::medium). ts is a
 // float64 of seconds since the Unix epoch; data_parallel_rank is 0 (one engine per process).
 #pragma once
 #include <array>

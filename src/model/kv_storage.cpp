@@ -83,3 +83,40 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
 }
 
 }  // namespace tessera
+
+namespace tessera {
+
+namespace {
+// Every byte range of one block, in payload order: per slot K, V; then (kQ8) per slot K, V scales.
+template <typename Fn>
+void for_each_block_range(const std::vector<kernels::KvLayer>& slots, size_t block_bytes, size_t scale_block_bytes,
+                          int32_t block, Fn fn) {
+  for (const kernels::KvLayer& slot : slots) {
+    for (void* base : {slot.k, slot.v}) fn(static_cast<uint8_t*>(base) + block_bytes * static_cast<size_t>(block), block_bytes);
+  }
+  if (scale_block_bytes == 0) return;
+  for (const kernels::KvLayer& slot : slots) {
+    for (float* base : {slot.k_scale, slot.v_scale}) {
+      fn(reinterpret_cast<uint8_t*>(base) + scale_block_bytes * static_cast<size_t>(block), scale_block_bytes);
+    }
+  }
+}
+}  // namespace
+
+void KvStorage::copy_block_out(int32_t block, uint8_t* out) const {
+  TESSERA_CHECK(block > 0 && block < num_blocks_, "block {}", block);
+  for_each_block_range(slots_, block_bytes_, scale_block_bytes_, block, [&](const uint8_t* p, size_t n) {
+    std::memcpy(out, p, n);
+    out += n;
+  });
+}
+
+void KvStorage::copy_block_in(int32_t block, const uint8_t* in) {
+  TESSERA_CHECK(block > 0 && block < num_blocks_, "block {}", block);
+  for_each_block_range(slots_, block_bytes_, scale_block_bytes_, block, [&](uint8_t* p, size_t n) {
+    std::memcpy(p, in, n);
+    in += n;
+  });
+}
+
+}  // namespace tessera

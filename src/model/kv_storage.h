@@ -47,6 +47,12 @@ class KvStorage {
   // Copies block src into block dst in every slot, K and V (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 
+  // One block's bytes as one buffer (the disk tier's payload): per slot K then V, then (kQ8) per
+  // slot the K then V row scales; block_payload_bytes() long. copy_block_in is the inverse.
+  size_t block_payload_bytes() const { return (block_bytes_ + scale_block_bytes_) * 2 * slots_.size(); }
+  void copy_block_out(int32_t block, uint8_t* out) const;
+  void copy_block_in(int32_t block, const uint8_t* in);
+
   // Bytes one token's K and V take in one layer: 2 × kv_heads × head_dim × dtype (+ q8 scales).
   static size_t bytes_per_token_per_layer(const ModelConfig& config, kernels::KvDType dtype);
   // ... over all layers (what a token of a full-attention model costs).

@@ -331,6 +331,12 @@ std::vector<RequestUpdate> Scheduler::update_from_output(const SchedulerOutput& 
   return updates;
 }
 
+std::vector<int32_t> Scheduler::import_blocks(const kv::SeqTokens& seq, std::span<const kv::ImportBlock> blocks) {
+  std::vector<int32_t> ids = kv_.import_blocks(seq, blocks);
+  if (config_.check_integrity_every_step) check_integrity();
+  return ids;
+}
+
 bool Scheduler::abort_request(int64_t id, RequestStatus status) {
   TESSERA_CHECK(is_finished(status), "abort_request needs a finished status");
   std::vector<int64_t> matched;

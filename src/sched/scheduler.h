@@ -104,6 +104,9 @@ class Scheduler {
   std::optional<Request> find_request(int64_t seq_id) const;  // a copy, nullopt if not live
   SchedulerStats stats() const;
   const kv::KvCacheManager& kv_cache() const { return kv_; }
+  // Blocks a lower tier read back for a waiting request, entered into the prefix cache
+  // (kv::KvCacheManager::import_blocks); the caller writes their bytes before the next schedule().
+  std::vector<int32_t> import_blocks(const kv::SeqTokens& seq, std::span<const kv::ImportBlock> blocks);
   // The prefix cache's stored/removed records since the last call (config.record_block_events).
   std::vector<kv::BlockEvent> drain_block_events() { return kv_.drain_block_events(); }
   const SchedulerConfig& config() const { return config_; }

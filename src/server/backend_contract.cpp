@@ -153,6 +153,10 @@ json server_info(const MetricsSnapshot& m, const ModelInfo& info, const std::str
               {"max_total_num_tokens", static_cast<int64_t>(info.num_kv_blocks) * info.block_size},
               {"kv_cache_dtype", info.kv_dtype},
               {"enable_prefix_caching", info.enable_prefix_caching},
+              // The KV disk tier (--kv-cache-dir): its budget and namespace; the path stays private.
+              {"kv_cache_dir_enabled", info.kv_cache_dir_enabled && m.disk_tier_enabled},
+              {"kv_cache_dir_size", info.kv_cache_dir_bytes},
+              {"kv_cache_dir_namespace", info.kv_cache_dir_namespace},
               {"dp_size", 1},
               {"tp_size", 1},
               {"uptime_seconds", uptime_seconds},

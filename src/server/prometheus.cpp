@@ -109,6 +109,27 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
               m.e2e_request_latency);
   w.histogram("tessera:request_queue_time_seconds", "Time a request waited before it first ran "
               "(seconds).", m.request_queue_time);
+  if (!m.disk_read_seconds.bounds.empty()) {  // the KV disk tier is configured (--kv-cache-dir)
+    w.gauge("tessera:kv_disk_enabled", "1 while the KV disk tier is on (an I/O error turns it off).",
+            m.disk_tier_enabled ? 1 : 0);
+    w.counter("tessera:kv_disk_lookups", "Requests whose prompt was looked up on the KV disk tier.", m.disk_lookups);
+    w.counter("tessera:kv_disk_hit_blocks", "KV blocks read from disk into the pool.", m.disk_hit_blocks);
+    w.counter("tessera:kv_disk_hit_tokens", "Prompt tokens served from the KV disk tier.", m.disk_hit_tokens);
+    w.counter("tessera:kv_disk_writes", "KV blocks written to disk.", m.disk_writes);
+    w.counter("tessera:kv_disk_write_drops", "KV blocks not written (queue full, tier off, larger than the budget).",
+              m.disk_write_drops);
+    w.counter("tessera:kv_disk_write_errors", "KV block writes that failed.", m.disk_write_errors);
+    w.counter("tessera:kv_disk_evictions", "KV block files deleted for the size budget.", m.disk_evictions);
+    w.counter("tessera:kv_disk_corrupt_blocks", "KV block files that failed verification (deleted, recomputed).",
+              m.disk_corrupt_blocks);
+    w.counter("tessera:kv_disk_written_bytes", "Bytes written to the KV disk tier.", m.disk_bytes_written);
+    w.counter("tessera:kv_disk_read_bytes", "Bytes read from the KV disk tier.", m.disk_bytes_read);
+    w.gauge("tessera:kv_disk_bytes", "Bytes of KV block files on disk (this model's namespace).", m.disk_bytes);
+    w.gauge("tessera:kv_disk_files", "KV block files on disk (this model's namespace).", m.disk_files);
+    w.histogram("tessera:kv_disk_read_seconds", "Time to read and verify one KV block file (seconds).",
+                m.disk_read_seconds);
+    w.histogram("tessera:kv_disk_write_seconds", "Time to write one KV block file (seconds).", m.disk_write_seconds);
+  }
   w.counter("tessera:http_requests", "HTTP requests routed.", s.num_http_requests);
   w.counter("tessera:http_errors_4xx", "HTTP error responses with a 4xx status.", s.num_http_errors_4xx);
   w.counter("tessera:http_errors_5xx", "HTTP error responses with a 5xx status.", s.num_http_errors_5xx);

@@ -47,6 +47,20 @@ TEST(KvEventEncoder, BytesMatchVllmArrayLayout) {
             "65649107a347505591b0416c6c426c6f636b73436c656172656400");
 }
 
+// The disk tier's events (serve --kv-cache-dir) carry medium "DISK":
+// python3 -c "import msgpack; print(msgpack.packb([1.5, [['BlockStored', [9], None, [1, 2], 2, None,
+//   'DISK', None], ['BlockRemoved', [9], 'DISK']], 0]).hex())"
+TEST(KvEventEncoder, DiskTierEventsCarryMediumDisk) {
+  KvEventBatch b;
+  b.ts = 1.5;
+  b.block_size = 2;
+  b.events.push_back({KvCacheEvent::Kind::kBlockStored, 9, std::nullopt, {1, 2}, KvCacheEvent::Medium::kDisk});
+  b.events.push_back({KvCacheEvent::Kind::kBlockRemoved, 9, std::nullopt, {}, KvCacheEvent::Medium::kDisk});
+  EXPECT_EQ(hex(encode_event_batch(b)),
+            "93cb3ff80000000000009298ab426c6f636b53746f7265649109c092010202c0a44449534bc093ac426c6f636b52656d"
+            "6f7665649109a44449534b00");
+}
+
 std::string str_of(const msgpack_object& o) {
   EXPECT_EQ(o.type, MSGPACK_OBJECT_STR);
   return std::string(o.via.str.ptr, o.via.str.size);

@@ -109,6 +109,8 @@ TEST(BackendContract, ServerInfoAndVersion) {
   EXPECT_EQ(j["max_total_num_tokens"], 640);
   EXPECT_EQ(j["kv_cache_dtype"], "f16");
   EXPECT_EQ(j["active_requests"], 4);
+  EXPECT_EQ(j["kv_cache_dir_enabled"], false);  // no --kv-cache-dir
+  EXPECT_EQ(j["kv_cache_dir_size"], 0);
   EXPECT_DOUBLE_EQ(j["uptime_seconds"].get<double>(), 7.5);
   EXPECT_TRUE(version_info()["version"].is_string());
   EXPECT_EQ(iso8601_utc(std::chrono::system_clock::time_point{} + std::chrono::milliseconds(1764682706123)),

@@ -39,6 +39,25 @@ TEST(Prometheus, RendersGaugesCountersAndCumulativeBuckets) {
   EXPECT_EQ(escape_label_value("a\\b\nc"), "a\\\\b\\nc");
 }
 
+TEST(Prometheus, RendersTheKvDiskTierOnlyWhenConfigured) {
+  MetricsSnapshot m;
+  ServerCounters s;
+  EXPECT_EQ(render_prometheus(m, s, "m").find("kv_disk"), std::string::npos);  // no --kv-cache-dir
+  m.disk_tier_enabled = true;
+  m.disk_hit_tokens = 4080;
+  m.disk_corrupt_blocks = 2;
+  m.disk_read_seconds = Histogram::with_bounds({1e-4, 1e-3});
+  m.disk_read_seconds.observe(5e-4);
+  m.disk_write_seconds = Histogram::with_bounds({1e-4, 1e-3});
+  const std::string text = render_prometheus(m, s, "m");
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("tessera:kv_disk_enabled{model_name=\"m\"} 1"));
+  EXPECT_TRUE(has("tessera:kv_disk_hit_tokens_total{model_name=\"m\"} 4080"));
+  EXPECT_TRUE(has("tessera:kv_disk_corrupt_blocks_total{model_name=\"m\"} 2"));
+  EXPECT_TRUE(has("tessera:kv_disk_read_seconds_bucket{model_name=\"m\",le=\"0.001\"} 1"));
+  EXPECT_TRUE(has("tessera:kv_disk_read_seconds_count{model_name=\"m\"} 1"));
+}
+
 TEST(Prometheus, RendersTheSeriesRoutersReadUnderVllmNames) {
   MetricsSnapshot m;
   m.num_requests_running = 3;

@@ -1,0 +1,183 @@
+// DiskStore (budget, LRU order by last use, two stores on one directory, atomic files) and
+// DiskTier (the I/O thread: reads verified, corrupt files deleted, the write queue's bound).
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "kv_disk/disk_tier.h"
+
+namespace tessera::kv_disk {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("tessera_kv_disk_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+DiskKey key_of(int i) { return {static_cast<uint64_t>(i), 0x1234}; }
+std::vector<uint8_t> bytes_of(size_t n, uint8_t v) { return std::vector<uint8_t>(n, v); }
+
+std::unique_ptr<DiskStore> open_store(const fs::path& dir, int64_t budget) {
+  auto store = DiskStore::open({dir.string(), {7, 7}, budget});
+  EXPECT_TRUE(store.ok());
+  return std::move(*store);
+}
+
+TEST(DiskStore, WritesReadsAndNamesFiles) {
+  TempDir t;
+  auto store = open_store(t.path, 1000);
+  EXPECT_EQ(store->path(), (t.path / "00000000000000070000000000000007").string());
+  EXPECT_FALSE(store->contains(key_of(1)));
+  EXPECT_EQ(store->write(key_of(1), bytes_of(100, 1)).status, WriteStatus::kWritten);
+  EXPECT_TRUE(fs::exists(store->path() + "/00000000000000010000000000001234.kvb"));
+  EXPECT_TRUE(store->contains(key_of(1)));
+  EXPECT_EQ(store->read(key_of(1)), bytes_of(100, 1));
+  EXPECT_EQ(store->bytes(), 100);
+  EXPECT_EQ(store->read(key_of(2)), std::nullopt);
+  // No temp file is left behind.
+  int64_t n = 0;
+  for (const auto& e : fs::directory_iterator(store->path())) n += e.path().extension() == ".kvb" ? 1 : 100;
+  EXPECT_EQ(n, 1);
+}
+
+TEST(DiskStore, EvictsLeastRecentlyUsedFirst) {
+  TempDir t;
+  auto store = open_store(t.path, 300);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_EQ(store->write(key_of(i), bytes_of(100, static_cast<uint8_t>(i))).status, WriteStatus::kWritten);
+  }
+  EXPECT_EQ(store->lru_order(), (std::vector<DiskKey>{key_of(1), key_of(2), key_of(3)}));
+  ASSERT_TRUE(store->read(key_of(1)));  // 1 used last: 2 is now the oldest
+  EXPECT_EQ(store->lru_order(), (std::vector<DiskKey>{key_of(2), key_of(3), key_of(1)}));
+  const WriteResult r = store->write(key_of(4), bytes_of(150, 4));  // needs two files' room
+  EXPECT_EQ(r.status, WriteStatus::kWritten);
+  EXPECT_EQ(r.num_evicted, 2);
+  EXPECT_EQ(store->lru_order(), (std::vector<DiskKey>{key_of(1), key_of(4)}));
+  EXPECT_FALSE(store->contains(key_of(2)));
+  EXPECT_FALSE(store->contains(key_of(3)));
+  EXPECT_EQ(store->bytes(), 250);
+  EXPECT_EQ(store->write(key_of(5), bytes_of(301, 5)).status, WriteStatus::kTooLarge);
+}
+
+TEST(DiskStore, TwoStoresOnOneDirectoryKeepTheBudget) {
+  TempDir t;
+  auto a = open_store(t.path, 400);
+  auto b = open_store(t.path, 400);  // a second replica on the same directory
+  for (int i = 0; i < 20; ++i) {
+    DiskStore& s = i % 2 == 0 ? *a : *b;
+    ASSERT_EQ(s.write(key_of(i), bytes_of(100, static_cast<uint8_t>(i))).status, WriteStatus::kWritten);
+    int64_t on_disk = 0;
+    for (const auto& e : fs::directory_iterator(a->path())) on_disk += static_cast<int64_t>(fs::file_size(e.path()));
+    // Each store rescans before it evicts: never more than the budget plus one block.
+    EXPECT_LE(on_disk, 400 + 100) << "after write " << i;
+  }
+  EXPECT_TRUE(b->contains(key_of(18)));  // b sees a's file (a stat)
+  EXPECT_EQ(b->read(key_of(18)), bytes_of(100, 18));
+}
+
+TEST(DiskStore, ReopenFindsFilesInLastUseOrder) {
+  TempDir t;
+  {
+    auto store = open_store(t.path, 1000);
+    store->write(key_of(1), bytes_of(10, 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    store->write(key_of(2), bytes_of(10, 2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    store->read(key_of(1));  // touched: newer than 2
+  }
+  auto store = open_store(t.path, 1000);
+  EXPECT_EQ(store->num_files(), 2);
+  EXPECT_EQ(store->lru_order(), (std::vector<DiskKey>{key_of(2), key_of(1)}));
+}
+
+TEST(DiskStore, UnusableDirectoryIsAnError) {
+  TempDir t;
+  fs::create_directories(t.path);
+  std::ofstream(t.path / "file") << "x";
+  auto store = DiskStore::open({(t.path / "file" / "sub").string(), {1, 1}, 100});
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message.find("file/sub"), std::string::npos) << store.error().message;
+}
+
+BlockMeta meta_of(int i, DiskKey ns) {
+  BlockMeta m;
+  m.ns = ns;
+  m.tokens = {i, i + 1};
+  m.parent = kRootDiskKey;
+  m.key = chain_disk_key(m.parent, m.tokens, 0);
+  m.pool_hash = static_cast<uint64_t>(i);
+  return m;
+}
+
+TEST(DiskTier, WritesThenReadsVerifiedAndDeletesCorruptFiles) {
+  TempDir t;
+  DiskTierConfig c;
+  c.store = {t.path.string(), {3, 4}, 1 << 20};
+  c.payload_bytes = 64;
+  c.record_events = true;
+  auto tier = DiskTier::open(c);
+  ASSERT_TRUE(tier.ok());
+  DiskTier& d = **tier;
+  ASSERT_TRUE(d.submit_write(meta_of(1, c.store.ns), bytes_of(64, 1)));
+  ASSERT_TRUE(d.submit_write(meta_of(2, c.store.ns), bytes_of(64, 2)));
+  d.flush();
+  EXPECT_EQ(d.stats().writes, 2);
+  const std::vector<DiskEvent> events = d.drain_events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(events[0].stored);
+  EXPECT_EQ(events[0].pool_hash, 1u);
+  EXPECT_EQ(events[0].tokens, (std::vector<int32_t>{1, 2}));
+
+  // Damage block 2's file: one flipped payload byte.
+  const std::string path2 = d.store().file_of(meta_of(2, c.store.ns).key);
+  {
+    std::fstream f(path2, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x7f');
+  }
+  d.submit_reads({{.ticket = 9, .index = 0, .expected = meta_of(1, c.store.ns)},
+                  {.ticket = 9, .index = 1, .expected = meta_of(2, c.store.ns)},
+                  {.ticket = 9, .index = 2, .expected = meta_of(3, c.store.ns)}});
+  d.flush();
+  std::vector<ReadResult> got = d.take_reads();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].status, ReadStatus::kOk);
+  EXPECT_EQ(got[0].payload, bytes_of(64, 1));
+  EXPECT_EQ(got[1].status, ReadStatus::kCorrupt);
+  EXPECT_EQ(got[2].status, ReadStatus::kMissing);
+  EXPECT_FALSE(fs::exists(path2));  // deleted: recomputed and written again whole
+  const DiskTierStats s = d.stats();
+  EXPECT_EQ(s.reads, 1);
+  EXPECT_EQ(s.corrupt_blocks, 1);
+  EXPECT_EQ(s.read_misses, 1);
+  EXPECT_EQ(s.num_files, 1);
+}
+
+TEST(DiskTier, FullWriteQueueDropsInsteadOfBlocking) {
+  TempDir t;
+  DiskTierConfig c;
+  c.store = {t.path.string(), {3, 4}, 1 << 20};
+  c.payload_bytes = 64;
+  c.max_queued_write_bytes = 0;  // nothing fits: every write is a drop
+  auto tier = DiskTier::open(c);
+  ASSERT_TRUE(tier.ok());
+  EXPECT_FALSE((*tier)->submit_write(meta_of(1, c.store.ns), bytes_of(64, 1)));
+  (*tier)->flush();
+  EXPECT_EQ((*tier)->stats().write_drops, 1);
+  EXPECT_EQ((*tier)->stats().writes, 0);
+}
+
+}  // namespace
+}  // namespace tessera::kv_disk
