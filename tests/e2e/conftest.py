@@ -39,6 +39,21 @@ SERVED_NAME = "smol"
 # that is the server's own clock with no work behind it (the header deadline) is not scaled.
 SLOWDOWN = float(os.environ.get("TESSERA_E2E_SLOWDOWN", "1"))
 START_TIMEOUT_S = 180 * SLOWDOWN
+
+
+def host_load_factor():
+    """How much slower than quiet this host runs work now: its run queue per core (the 1-minute load
+    average over the cores), at least 1. A 2-core CI host under `ctest -j2` beside other work reads
+    ~2: each of the server's threads gets about half a core, and a step, a poll or a wake-up takes
+    about twice as long."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def time_bound(seconds):
+    """A wall-clock bound for work that takes well under `seconds` on a quiet host in a Release
+    build, scaled for this run: by SLOWDOWN (the sanitizer build) and by host_load_factor() (a
+    loaded host). A bound that is the server's own clock with no work behind it is not scaled."""
+    return seconds * SLOWDOWN * host_load_factor()
 # A sanitizer report's first line (ASan, LeakSanitizer) or UBSan's "file:line:col: runtime error:".
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
