@@ -26,17 +26,18 @@ echo "test.sh: TESSERA_NO_SKIP=${TESSERA_NO_SKIP:-0} (1: a skip fails the run, b
 reports=build/test-reports
 rm -rf "$reports"
 
-# run_stage NAME BUILD_DIR LABEL_REGEX [ctest args...]: the stage's tests through ctest, each gtest
-# program and pytest run leaving its counts in $reports/NAME; then the stage's summary, which fails
-# when nothing ran.
+# run_stage NAME BUILD_DIR LABEL_REGEX KINDS [ctest args...]: the stage's tests through ctest, each
+# gtest program and pytest run leaving its counts in $reports/NAME; then the stage's summary, which
+# fails when nothing ran, or nothing of one of KINDS ("gtest", "pytest", "gtest pytest").
 run_stage() {
-  local name=$1 dir=$2 labels=$3
-  shift 3
+  local name=$1 dir=$2 labels=$3 kinds=$4
+  shift 4
   local out="$PWD/$reports/$name" start=$SECONDS status=0
   mkdir -p "$out"
   GTEST_OUTPUT="xml:$out/" TESSERA_TEST_COUNTS_DIR="$out" \
     ctest --test-dir "$dir" --output-on-failure --output-junit "$out/ctest.xml" -L "$labels" "$@" || status=$?
-  python3 scripts/test_summary.py "$name" "$out" || status=1
+  # shellcheck disable=SC2086
+  python3 scripts/test_summary.py "$name" "$out" $kinds || status=1
   echo "[stage $name] $((SECONDS - start)) s$([ "$status" = 0 ] || echo ": FAILED")"
   return "$status"
 }
@@ -48,7 +49,7 @@ kernel_paths() {
 }
 
 scripts/setup.sh release
-run_stage release build/release 'unit|kernel|golden|model|e2e' -j"$jobs"
+run_stage release build/release 'unit|kernel|golden|model|e2e' 'gtest pytest' -j"$jobs"
 kernel_paths build/release
 
 if [ "${TESSERA_TEST_QUICK:-0}" = "1" ]; then exit 0; fi
@@ -66,16 +67,16 @@ build_label() {
 
 cmake --preset scalar >/dev/null
 build_label build/scalar 'kernel|unit'
-run_stage scalar build/scalar 'kernel|unit' -j"$jobs"
+run_stage scalar build/scalar 'kernel|unit' gtest -j"$jobs"
 kernel_paths build/scalar
 
 cmake --preset asan >/dev/null
 # test_engine_spec and test_engine_spec_stats run `tessera quantize`: the binary comes first.
 cmake --build build/asan -j"$jobs" --target tessera
 build_label build/asan 'unit|sanitized'
-ASAN_OPTIONS=detect_leaks=1 run_stage asan build/asan 'unit|sanitized' -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 run_stage asan build/asan 'unit|sanitized' gtest -j"$jobs"
 kernel_paths build/asan
-run_stage asan_e2e build/asan 'e2e_sanitized'  # sets its own ASAN/UBSAN_OPTIONS
+run_stage asan_e2e build/asan 'e2e_sanitized' pytest  # sets its own ASAN/UBSAN_OPTIONS
 
 if [ -f fuzz/CMakeLists.txt ]; then
   cmake --preset fuzz >/dev/null && cmake --build build/fuzz -j"$jobs" --target fuzz_gguf fuzz_grammar fuzz_jinja fuzz_agent_apis

@@ -4,13 +4,15 @@
   <dir>/pytest-*.json  pytest runs (tests/e2e/conftest.py, $TESSERA_TEST_COUNTS_DIR)
   <dir>/ctest.xml   ctest's own JUnit report (--output-junit): the programs and scripts it ran
 
-    scripts/test_summary.py STAGE DIR
+    scripts/test_summary.py STAGE DIR [KIND...]     (KIND: gtest, pytest)
 
 Prints e.g.
   [stage release] ctest: 61 tests, 61 passed | gtest: 452 cases run, 452 passed, 0 failed, 0 skipped | pytest: 78 run, ...
 and every skipped gtest case with its reason (an ISA the host lacks is the only skip CI accepts:
 tests/common/isa_skip.h). Exits 1 when the stage ran no test case at all (a label that matches
-nothing, a build that produced no programs): a stage that tested nothing must not look green.
+nothing, a build that produced no programs), or none of a KIND named on the command line (the
+release stage names both: its gtest cases must not hide an end-to-end run that ran nothing): a
+stage that tested nothing must not look green.
 """
 import glob
 import json
@@ -91,6 +93,10 @@ def main():
     if g_run + p_run == 0:
         print(f"[stage {stage}] error: no test ran in this stage", file=sys.stderr)
         return 1
+    for kind, ran in (("gtest", g_run), ("pytest", p_run)):
+        if kind in sys.argv[3:] and ran == 0:
+            print(f"[stage {stage}] error: no {kind} test ran in this stage", file=sys.stderr)
+            return 1
     return 0
 
 
