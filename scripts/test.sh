@@ -73,8 +73,9 @@ kernel_paths build/scalar
 cmake --preset asan >/dev/null
 # test_engine_spec and test_engine_spec_stats run `tessera quantize`: the binary comes first.
 cmake --build build/asan -j"$jobs" --target tessera
-build_label build/asan 'unit|sanitized'
-ASAN_OPTIONS=detect_leaks=1 run_stage asan build/asan 'unit|sanitized' gtest -j"$jobs"
+# (anchored: ctest -L takes a regular expression, and a bare 'sanitized' matches e2e_sanitized too)
+build_label build/asan '^(unit|sanitized)$'
+ASAN_OPTIONS=detect_leaks=1 run_stage asan build/asan '^(unit|sanitized)$' gtest -j"$jobs"
 kernel_paths build/asan
 run_stage asan_e2e build/asan 'e2e_sanitized' pytest  # sets its own ASAN/UBSAN_OPTIONS
 
