@@ -6,7 +6,8 @@
 #   2. scalar-only build (TESSERA_FORCE_SCALAR): unit and kernel tests, so the fallback never rots;
 #   3. ASan + UBSan build: the unit tests and the `sanitized` label (tessera_add_test SANITIZED: the
 #      engine's equivalence, features, grammar and speculation tests, its statistical test at the
-#      size that fits, the stories golden, and every kernel test at each ISA level the host has),
+#      size that fits, the stories golden, and every kernel test at each ISA level the host has,
+#      the attention program without its two largest sweeps: tests/kernels/CMakeLists.txt),
 #      then the server e2e subset on hostile input (label e2e_sanitized, tests/e2e/CMakeLists.txt):
 #      any sanitizer report fails it;
 #   4. the GGUF, grammar, chat-template and agent-API fuzzers, a few seconds each (clang libFuzzer).
