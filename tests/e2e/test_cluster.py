@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 
-from conftest import SERVED_NAME, SOURCE_DIR, Server, auto_install, free_port, http, metrics, require_environment, tessera_bin
+from conftest import (SERVED_NAME, SOURCE_DIR, Server, auto_install, free_port, http, metrics, require_environment,
+                      tessera_bin, time_bound)
 
 GATEWAY_START_S = 60
 
@@ -272,6 +273,9 @@ def test_cluster_script_starts_and_stops_everything():
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 143
-    time.sleep(0.5)
+    # Gone once their exit is reaped: polled, with room for a loaded host (was a fixed 0.5 s).
+    deadline = time.monotonic() + time_bound(5.0)
+    while any(os.path.exists(f"/proc/{pid}") for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
     for pid in children:
         assert not os.path.exists(f"/proc/{pid}"), f"child {pid} survived cluster.sh"
