@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "engine_harness.h"
-#include "sanitizer_build.h"
 #include "sample/rejection_sampler.h"
 #include "speculative/speculator.h"
 
@@ -62,10 +61,7 @@ std::vector<int32_t> tokenize(const std::string& text) {
 // 1. Losslessness.
 
 constexpr int32_t kSpecK = 2;             // drafts of the first verification: output[1], output[2]
-// Requests per arm; 2000 in the ASan build. Measured at 2000 (Release, same seeds): the correct
-// engine's chi2 30 / 25 / 21 against bounds 74 / 77 / 66, the broken sampler's 150 / 109 / 131,
-// still caught twice over (at 1000 the pair statistic, 36 against 38, no longer caught it).
-constexpr int32_t kSeeds = testing::kSanitizerBuild ? 2000 : 3000;
+constexpr int32_t kSeeds = 3000;          // requests per arm
 constexpr int64_t kMinPooledPerBin = 20;  // pooled count of a bin (~10 expected per arm)
 // Chi-square bound. Each arm's requests use their own seeds (base: [0, N), speculative arms:
 // [N, 2N)), so the two samples are independent. Conditional on the pooled counts of each bin the
