@@ -1,7 +1,9 @@
 # tessera_add_library(NAME SOURCES... DEPS...): one static library per src/ folder.
-# tessera_add_test(NAME SOURCES src... LABEL unit|kernel|golden|e2e|model [DEPS libs...])
+# tessera_add_test(NAME SOURCES src... LABEL unit|kernel|golden|e2e|model [SANITIZED] [DEPS libs...])
 #   LABEL unit, kernel and golden run by default (no downloads); e2e and model need the real
-#   SmolLM2 model and run under their label.
+#   SmolLM2 model and run under their label. SANITIZED adds the label `sanitized`: the ASan + UBSan
+#   stage of scripts/test.sh runs it (beside every `unit` test). The main() is tests/common's: it
+#   lists skips and fails on them under TESSERA_NO_SKIP=1 (CI).
 
 # A copy of ../shared/testdata (tiny stories260K model, llama.cpp tokenizer vectors) lives in
 # tests/data, so a clone anywhere runs its tests.
@@ -9,7 +11,7 @@ set(TESSERA_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/tests/data" CACHE PATH "test model
 set(TESSERA_PROJECT_TESTDATA_DIR "${CMAKE_SOURCE_DIR}/tests/data" CACHE PATH "project test data")
 
 function(tessera_add_test name)
-  cmake_parse_arguments(T "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(T "SANITIZED" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
   if(NOT T_LABEL)
     set(T_LABEL unit)
   endif()
@@ -24,12 +26,16 @@ function(tessera_add_test name)
     endif()
   endif()
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest tessera_test_main)
   target_compile_definitions(${name} PRIVATE
     TESSERA_TESTDATA_DIR="${TESSERA_TESTDATA_DIR}"
     TESSERA_PROJECT_TESTDATA_DIR="${TESSERA_PROJECT_TESTDATA_DIR}")
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT})
+  set(labels ${T_LABEL})
+  if(T_SANITIZED)
+    list(APPEND labels sanitized)
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${T_TIMEOUT})
 endfunction()
 
 # The module table, src/layers.txt ("module: the modules it may include"): TESSERA_LAYER_<module>.

@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -181,6 +182,14 @@ int serve_main(int argc, char** argv) {
     signal_thread.join();
   };
 
+  // Test hook (tests/e2e/test_backend_contract.py): with TESSERA_TEST_HOLD_LOAD=<file> the load
+  // starts once <file> exists, so a test sees the loading state (/health 503, a signal that exits
+  // at once) for as long as it needs on any host, instead of racing a load of a few seconds.
+  if (const char* hold = std::getenv("TESSERA_TEST_HOLD_LOAD"); hold != nullptr && *hold != '\0') {
+    std::fprintf(stderr, "tessera serve: load held until %s exists (TESSERA_TEST_HOLD_LOAD)\n", hold);
+    std::fflush(stderr);
+    while (!fs::exists(hold)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   Result<std::unique_ptr<Engine>> engine = Engine::create(ec);
   if (!engine.ok()) {
     std::fprintf(stderr, "tessera serve: %s\n", engine.error().message.c_str());

@@ -47,6 +47,14 @@ void Connection::close() {
   net::post(socket_.get_executor(), [self = shared_from_this()] { self->do_close(); });
 }
 
+void Connection::close_when_written() {
+  net::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_) return;
+    if (!self->writing_ && self->out_.empty()) return self->do_close();
+    self->close_when_written_ = true;  // write_next() closes when the queue is empty
+  });
+}
+
 void Connection::read_request() {
   if (closed_) return;
   phase_ = Phase::kHeader;
@@ -233,6 +241,7 @@ void Connection::enqueue(std::string bytes, bool last) {
 void Connection::write_next() {
   if (closed_) return;
   if (out_.empty()) {
+    if (close_when_written_) return do_close();
     if (response_done_ && phase_ == Phase::kHandling) finish_exchange();
     return;
   }

@@ -69,6 +69,10 @@ class Connection final : public Responder, public std::enable_shared_from_this<C
   void close_if_idle();
   // Closes now; a handler still running sees client_gone() and its writes fail.
   void close();
+  // Stop: closes once the bytes queued are on the socket (a finished stream's last events and its
+  // terminator, and what a handler ending at the stop still adds), or now when nothing is queued;
+  // bounded by the write timeout and by the server's wait for its connections.
+  void close_when_written();
 
   // Responder
   void respond(HttpResponse response) override;
@@ -113,6 +117,7 @@ class Connection final : public Responder, public std::enable_shared_from_this<C
   bool writing_ = false;         // an async write is pending
   bool response_done_ = false;   // the handler's last bytes are queued
   bool closed_ = false;
+  bool close_when_written_ = false;  // close_when_written(): close once out_ is empty
   bool timed_out_ = false;       // the body deadline passed (-> 408)
   uint64_t timer_generation_ = 0;
   struct Pending {

@@ -214,7 +214,9 @@ void HttpServer::stop() {
     error_code ignored;
     s.acceptor.close(ignored);
   }
-  for (const auto& c : s.open_connections()) c->close();
+  // What a finished handler queued (a drained stream's last events and [DONE]) still goes out: the
+  // handler's end (num_in_flight 0) comes before the I/O thread has written its bytes.
+  for (const auto& c : s.open_connections()) c->close_when_written();
   s.pool.stop();  // handlers see stopping (or a closed connection) within one poll and return
   if (was_listening) {
     for (const auto& c : s.open_connections()) c->close();  // any accepted before the acceptor closed

@@ -4,6 +4,12 @@ Needs: the tessera binary ($TESSERA_BIN, else build*/src/cli/tessera), the defau
 the binary; $TESSERA_MODEL overrides), and the pip packages `openai` and `pytest`. A missing
 openai package is installed with pip once; when that fails the tests skip with a clear message.
 
+Under TESSERA_NO_SKIP=1 (CI: .ci/run, and scripts/test.sh when CI=true) a skip is a failure (see
+pytest_runtest_makereport; ALLOWED_SKIPS lists what may still skip) and nothing is pip-installed
+from a test: what the tests need is scripts/setup.sh's to install, and a failed install must show.
+$TESSERA_TEST_COUNTS_DIR, when set, receives one JSON file of outcome counts per pytest run
+(scripts/test.sh sums them per stage).
+
 Against a sanitizer build (scripts/test.sh runs a subset on the ASan + UBSan binary) every server
 is checked at teardown for a sanitizer report in its output, and $TESSERA_E2E_SLOWDOWN scales the
 timing bounds (see SLOWDOWN).
@@ -12,6 +18,7 @@ import functools
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -32,8 +39,91 @@ SERVED_NAME = "smol"
 # that is the server's own clock with no work behind it (the header deadline) is not scaled.
 SLOWDOWN = float(os.environ.get("TESSERA_E2E_SLOWDOWN", "1"))
 START_TIMEOUT_S = 180 * SLOWDOWN
+
+
+def host_load_factor():
+    """How much slower than quiet this host runs work now: its run queue per core (the 1-minute load
+    average over the cores), at least 1. A 2-core CI host under `ctest -j2` beside other work reads
+    ~2: each of the server's threads gets about half a core, and a step, a poll or a wake-up takes
+    about twice as long."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def time_bound(seconds):
+    """A wall-clock bound for work that takes well under `seconds` on a quiet host in a Release
+    build, scaled for this run: by SLOWDOWN (the sanitizer build) and by host_load_factor() (a
+    loaded host). A bound that is the server's own clock with no work behind it is not scaled."""
+    return seconds * SLOWDOWN * host_load_factor()
 # A sanitizer report's first line (ASan, LeakSanitizer) or UBSan's "file:line:col: runtime error:".
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+NO_SKIP = os.environ.get("TESSERA_NO_SKIP") == "1"
+# Skips that TESSERA_NO_SKIP=1 still accepts: regular expressions matched against the skip's reason.
+# Only what no CI host can be asked to provide belongs here (an instruction set the CPU lacks); a
+# missing package, model or binary is a set-up failure. None of the end-to-end tests skips for such a
+# reason today.
+ALLOWED_SKIPS = (r"^ISA unavailable \(CPU or build\): ",)
+
+
+def refused_skip(reason):
+    """Whether a skip with this reason fails the run (TESSERA_NO_SKIP=1 and not in ALLOWED_SKIPS)."""
+    return NO_SKIP and not any(re.search(p, reason) for p in ALLOWED_SKIPS)
+
+
+def skip_reason(report):
+    """A skip report's reason, without pytest's "Skipped: " in front."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under TESSERA_NO_SKIP=1 a skipped test (in its set-up, e.g. a fixture's pytest.skip, or its
+    body) is reported as failed, with the skip's reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and refused_skip(skip_reason(report)):
+        report.outcome = "failed"
+        report.longrepr = f"TESSERA_NO_SKIP=1 (CI) refuses this skip: {skip_reason(report)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a module that skips as a whole (pytest.importorskip at import)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and refused_skip(skip_reason(report)):
+        report.outcome = "failed"
+        report.longrepr = f"TESSERA_NO_SKIP=1 (CI) refuses this module's skip: {skip_reason(report)}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Outcome counts of this run for scripts/test.sh's per-stage summary ($TESSERA_TEST_COUNTS_DIR)."""
+    out_dir = os.environ.get("TESSERA_TEST_COUNTS_DIR")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if not out_dir or reporter is None:
+        return
+    # (a passed set-up or teardown is filed under "", a failed one under "error")
+    counts = {key: len(reporter.stats.get(key, [])) for key in ("passed", "failed", "skipped", "error")}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"pytest-{os.getpid()}.json"), "w") as f:
+        json.dump({"kind": "pytest", "args": session.config.invocation_params.args, **counts}, f)
+
+
+def auto_install(package, module_ok, timeout):
+    """pip-installs `package` for a developer running the tests by hand; returns None when
+    module_ok() then holds, else the reason. Under TESSERA_NO_SKIP=1 (CI) it installs nothing: a
+    package that scripts/setup.sh did not install must fail the run, not be repaired by the test."""
+    if NO_SKIP:
+        return f"{package} is missing (TESSERA_NO_SKIP=1: scripts/setup.sh must install it)"
+    try:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True, timeout=timeout,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except Exception as e:  # noqa: BLE001
+        return f"{package} is missing and `pip install {package}` failed ({e})"
+    return None if module_ok() else f"`pip install {package}` did not provide it"
 
 
 def pytest_configure(config):
@@ -52,18 +142,13 @@ def sanitizer_report(text):
 
 
 def ensure_openai():
-    try:
-        import openai  # noqa: F401
-        return None
-    except ImportError:
-        pass
-    try:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "openai"], check=True, timeout=300,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        import openai  # noqa: F401
-        return None
-    except Exception as e:  # noqa: BLE001
-        return f"the openai Python package is missing and `pip install openai` failed ({e})"
+    def importable():
+        try:
+            import openai  # noqa: F401
+            return True
+        except ImportError:
+            return False
+    return None if importable() else auto_install("openai", importable, timeout=300)
 
 
 def tessera_bin():

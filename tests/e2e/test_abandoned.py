@@ -4,12 +4,11 @@ each hang-up while it waits on the engine and aborts the request within 1 s; the
 and no KV block is held afterwards."""
 import http.client as httpclient
 import json
-import os
 import socket
 import threading
 import time
 
-from conftest import SERVED_NAME, SLOWDOWN, metrics
+from conftest import SERVED_NAME, SLOWDOWN, host_load_factor, metrics, time_bound
 from test_load import settled_metrics
 
 NUM_CLIENTS = 64
@@ -86,9 +85,8 @@ def test_abandoned_non_streaming_requests_are_aborted_within_a_second(server):
           f"(metrics polled every 50 ms)")
     # 1 s on a quiet host; a host whose run queue is longer than its cores stretches every step
     # and the metrics poll that observes the abort, so the bound scales with the load per core.
-    load_per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
-    limit = 1.0 * max(1.0, load_per_core) * SLOWDOWN
-    print(f"bound {limit:.2f} s at load {load_per_core:.1f} per core")
+    limit = time_bound(1.0)
+    print(f"bound {limit:.2f} s at load factor {host_load_factor():.1f}")
     assert worst < limit
     after = settled_metrics(server.base)
     assert after["tessera:request_aborted_total"] - base == abandoned

@@ -7,7 +7,7 @@ import threading
 import time
 import urllib.request
 
-from conftest import SERVED_NAME, SLOWDOWN, http, is_sanitized, metrics, tessera_bin
+from conftest import SERVED_NAME, SLOWDOWN, http, is_sanitized, metrics, tessera_bin, time_bound
 
 BODY_LIMIT = 8 << 20  # serve's default --max-body-bytes
 
@@ -98,7 +98,8 @@ def test_content_length_over_the_limit_is_413_at_once(server):
     assert status == 413, body
     assert f"Request body too large (limit {BODY_LIMIT} bytes)".encode() in body
     assert headers["connection"] == "close"
-    assert elapsed < 1.0 * SLOWDOWN, f"413 took {elapsed:.2f} s"
+    # At once: before the body (reading 256 MiB would take many seconds); 1 s of room, scaled.
+    assert elapsed < time_bound(1.0), f"413 took {elapsed:.2f} s"
 
 
 def test_chunked_body_is_cut_at_the_limit_before_anything_is_computed(server):
@@ -253,18 +254,21 @@ def test_slowloris_does_not_starve_health_or_completions(server):
         worst_health = worst_completion = 0.0
         for _ in range(20):
             t0 = time.monotonic()
-            with urllib.request.urlopen(server.base + "/health", timeout=1 * SLOWDOWN) as r:
+            with urllib.request.urlopen(server.base + "/health", timeout=10 * SLOWDOWN) as r:
                 assert r.status == 200
             worst_health = max(worst_health, time.monotonic() - t0)
             t0 = time.monotonic()
             status, body = http(server.base, "POST", "/v1/completions",
                                 {"model": SERVED_NAME, "prompt": "Hi", "max_tokens": 2, "temperature": 0},
-                                timeout=1 * SLOWDOWN)
+                                timeout=10 * SLOWDOWN)
             assert status == 200 and body["usage"]["completion_tokens"] == 2
             worst_completion = max(worst_completion, time.monotonic() - t0)
         print(f"200 tricklers: worst /health {worst_health * 1000:.0f} ms, worst completion "
               f"{worst_completion * 1000:.0f} ms (20 of 20 each)")
-        assert worst_health < 1.0 * SLOWDOWN and worst_completion < 1.0 * SLOWDOWN
+        # Starved would be the header deadline (10 s) or worse; served is well under a second on a
+        # quiet host, with room for a loaded one (ctest -j2 beside other work).
+        bound = time_bound(1.5)
+        assert worst_health < bound and worst_completion < bound, f"bound {bound:.2f} s"
         # The header deadline (10 s) closes every trickler, however steadily it sends.
         time.sleep(max(0.0, t_open + 11.0 - time.monotonic()))
         closed = 0

@@ -36,11 +36,28 @@ def test_completion_usage_and_length(server, client):
     assert r.usage.completion_tokens == 12
     assert r.usage.total_tokens == tok["count"] + 12
     assert r.choices[0].finish_reason == "length"
-    # The same prompt again: served (partly) from the prefix cache, same text.
+    assert r.usage.prompt_tokens_details.cached_tokens == 0  # shorter than a block: nothing to reuse
+    # The same prompt again: same text (PROMPT is shorter than a block, so nothing came from the cache).
     again = client.completions.create(model=SERVED_NAME, prompt=PROMPT, max_tokens=12, temperature=0,
                                       extra_body={"ignore_eos": True})
     assert again.choices[0].text == r.choices[0].text
-    assert again.usage.prompt_tokens_details.cached_tokens >= 0
+    assert again.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_prefix_cache_hit_is_reported_in_usage(server, client):
+    # A prompt no other test sends, several blocks long: the first request computes all of it, the
+    # second reuses its longest whole-block prefix that leaves at least one token to compute, i.e.
+    # (prompt_tokens - 1) // block_size * block_size tokens (KVCacheManager's longest hit).
+    prompt = ("The lighthouse keeper wrote the names of forty-one ships in a blue notebook, one for every "
+              "night of the storm, and at dawn he read them aloud to the gulls on the rocks below.")
+    block = http(server.base, "GET", "/server_info")[1]["block_size"]
+    first = client.completions.create(model=SERVED_NAME, prompt=prompt, max_tokens=4, temperature=0)
+    n = first.usage.prompt_tokens
+    assert n > 2 * block, f"{n} tokens: the prompt must span more than two blocks of {block}"
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    again = client.completions.create(model=SERVED_NAME, prompt=prompt, max_tokens=4, temperature=0)
+    assert again.usage.prompt_tokens_details.cached_tokens == (n - 1) // block * block
+    assert again.choices[0].text == first.choices[0].text
 
 
 def test_completion_stream_equals_non_stream(client):

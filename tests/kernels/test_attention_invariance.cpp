@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "isa_skip.h"
 #include "attention_fixture.h"
 #include "kernels/attention.h"
 #include "util/cpu_features.h"
@@ -113,7 +114,7 @@ namespace {
 // the same rows must come out bit for bit the same, for prefill chunks, decode and speculative
 // chunks, with every KV dtype (and on AVX2 at a head size that is not a multiple of 16).
 TEST(PagedAttentionInvariance, FusedTileBitsEqualThreeStepTiles) {
-  if (detected_isa_level() < IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2";
+  if (detected_isa_level() < IsaLevel::kAvx2) TESSERA_SKIP_ISA_ABSENT("AVX2");
   const int32_t len = 300;
   std::vector<std::vector<Chunk>> steps{{{0, 0, 130}}, {{0, 130, 5}}, {{0, 135, 1}}, {{0, 136, 164}}};
   for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512}) {

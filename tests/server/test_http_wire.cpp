@@ -221,8 +221,13 @@ TEST(HttpWire, DisconnectAbortsWithinOneStep) {
     const auto to_abort = Clock::now() - hung_up;
     const int64_t tokens_after = f.engine().metrics().generation_tokens - tokens_at_hang_up;
     EXPECT_GE(tokens_at_hang_up, 3) << stream;
+    // "Within one step" is counted in steps: the engine made at most one more token after the
+    // hang-up, a measure that stretches with the host (a loaded one runs the server and the
+    // engine's steps late alike). The wall-clock bound only catches an abort that waits for
+    // something else (a poll interval, the end of the request: 96 more steps, 19 s); it leaves two
+    // steps of room for a host whose threads wake late under load (ctest -j2 beside a CPU hog).
     EXPECT_LE(tokens_after, 1) << stream;
-    EXPECT_LT(to_abort, kStep + std::chrono::milliseconds(100)) << stream;
+    EXPECT_LT(to_abort, 3 * kStep) << stream;
     ASSERT_TRUE(wait_until([&] { return f.server().counters().num_requests_in_flight == 0; }));
     EXPECT_EQ(f.engine().num_blocks_in_use(), 0);
     EXPECT_EQ(f.engine().num_unfinished_requests(), 0);
