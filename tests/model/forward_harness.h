@@ -51,6 +51,13 @@ class SingleSequence {
     batch.attn.block_table_indices = blocks_.data();
     batch.attn.slot_mapping = slots.data();
     batch.logits_rows = rows;
+    std::vector<int32_t> lora_rows;  // every row through the adapter, when one is set
+    const LoraSegment segment{adapter_, 0, adapter_ ? n : 0};
+    if (adapter_ != nullptr) {
+      for (int32_t i = 0; i < n; ++i) lora_rows.push_back(i);
+      batch.lora_rows = lora_rows;
+      batch.lora_segments = {&segment, 1};
+    }
     std::vector<float> logits(rows.size() * static_cast<size_t>(model_.config().vocab_size));
     model_.forward(batch, kv_, ws_, pool_, logits.data());
     num_cached_ = seq_len;
@@ -58,6 +65,8 @@ class SingleSequence {
   }
 
   int32_t num_cached() const { return num_cached_; }
+  // A LoRA adapter every later chunk runs through (null: the base model).
+  void set_adapter(const LoraAdapter* adapter) { adapter_ = adapter; }
 
  private:
   const LlamaModel& model_;
@@ -67,6 +76,7 @@ class SingleSequence {
   ForwardWorkspace ws_;
   std::vector<int32_t> blocks_;
   int32_t num_cached_ = 0;
+  const LoraAdapter* adapter_ = nullptr;
 };
 
 inline int32_t argmax(const std::vector<float>& v) {
