@@ -17,6 +17,13 @@ struct Histogram {
   void observe(double value);
 };
 
+// Requests of one LoRA adapter (vLLM's vllm:lora_requests_info, per adapter).
+struct LoraRequestCounts {
+  std::string name;
+  int32_t running = 0;   // admitted and scheduled at least once
+  int32_t waiting = 0;   // not yet scheduled (queued, or held back by max_loras)
+};
+
 struct MetricsSnapshot {
   // Gauges.
   int32_t num_requests_running = 0;
@@ -57,6 +64,9 @@ struct MetricsSnapshot {
   std::vector<double> spec_step_seconds; // [k + 2]: [n] = decode step of n tokens, proposer excluded
   double spec_proposer_forward_seconds = 0.0;  // one proposer forward (draft model) or lookup
   double spec_catch_up_seconds_per_token = 0.0;  // draft catch-up
+  // LoRA: the adapters with requests in flight, and the step limit.
+  std::vector<LoraRequestCounts> lora_requests;
+  int32_t max_loras = 0;
   // Histograms (seconds).
   Histogram time_to_first_token;
   Histogram inter_token_latency;

@@ -16,6 +16,12 @@ Status validate_engine_config(const EngineConfig& config) {
     return make_error(ErrorCode::kInvalidArgument, "block size {} must be in [1, 1024]", config.block_size);
   }
   TESSERA_TRY(parse_kv_dtype(config.kv_dtype));
+  if (config.max_loras < 1 || config.max_loras > 256) {
+    return make_error(ErrorCode::kInvalidArgument, "max_loras {} must be in [1, 256]", config.max_loras);
+  }
+  if (config.max_lora_rank < 1 || config.max_lora_rank > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "max_lora_rank {} must be in [1, 1024]", config.max_lora_rank);
+  }
   if (config.policy != "continuous" && config.policy != "static") {
     return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
   }

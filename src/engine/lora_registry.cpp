@@ -1,0 +1,65 @@
+#include "engine/lora_registry.h"
+
+#include <chrono>
+
+#include "util/status.h"
+
+namespace tessera {
+
+Status LoraRegistry::load(const std::string& name, const std::string& path) {
+  if (name.empty() || name.size() > 256) {
+    return make_error(ErrorCode::kInvalidArgument, "LoRA adapter name '{}' must be 1 to 256 characters", name);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (loaded_.count(name)) {
+      return make_error(ErrorCode::kInvalidArgument, "a LoRA adapter named '{}' is already loaded", name);
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto adapter = LoraAdapter::load(path, base_, {.max_rank = max_rank_});
+  if (!adapter) return adapter.error();
+  auto entry = std::make_shared<LoadedLora>();
+  entry->adapter = std::move(*adapter);
+  const LoraAdapter& a = *entry->adapter;
+  entry->info = {name, path, a.max_rank(), a.alpha(), a.num_targets(), a.bytes(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                 std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count()};
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded_.count(name)) {  // a concurrent load of the same name won
+    return make_error(ErrorCode::kInvalidArgument, "a LoRA adapter named '{}' is already loaded", name);
+  }
+  entry->generation = next_generation_++;
+  loaded_.emplace(name, std::move(entry));
+  ever_loaded_.store(true, std::memory_order_relaxed);
+  return ok_status();
+}
+
+Status LoraRegistry::unload(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded_.erase(name) == 0) return make_error(ErrorCode::kNotFound, "no LoRA adapter named '{}' is loaded", name);
+  return ok_status();
+}
+
+std::shared_ptr<const LoadedLora> LoraRegistry::find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = loaded_.find(name);
+  return it == loaded_.end() ? nullptr : it->second;
+}
+
+std::vector<LoraAdapterInfo> LoraRegistry::list() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<LoraAdapterInfo> out;
+  for (const auto& [name, entry] : loaded_) out.push_back(entry->info);
+  return out;
+}
+
+std::string lora_cache_salt(const std::string& cache_salt, const LoadedLora* lora) {
+  if (lora == nullptr) return cache_salt;
+  // A separator no tenant salt of the API can hold (the server takes JSON strings; \x1f is a
+  // control character a salt has no reason to carry), then the adapter's identity.
+  return cache_salt + "\x1flora:" + lora->info.name + "#" + std::to_string(lora->generation);
+}
+
+}  // namespace tessera

@@ -1,0 +1,53 @@
+// LoraRegistry: the LoRA adapters an engine serves, by name; any thread. A load reads and checks the
+// file on the caller's thread (model/lora_adapter.h) and then publishes it under the lock, so a
+// failed load changes nothing and a slow one blocks no request. A request takes a shared_ptr to
+// the entry at submit (ActiveRequest::lora) and keeps it to its end: unload only removes the name,
+// the weights go when the last request holding them ends (the refcount).
+// Each load gets a fresh generation: the prefix-cache key of its blocks (lora_cache_salt), so a
+// name unloaded and loaded again from another file never finds the old file's blocks.
+#pragma once
+#include <cstdint>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "model/lora_adapter.h"
+#include "tessera/engine.h"
+
+namespace tessera {
+
+struct LoadedLora {
+  std::shared_ptr<const LoraAdapter> adapter;
+  uint64_t generation = 0;   // unique among this engine's loads
+  LoraAdapterInfo info;
+};
+
+class LoraRegistry {
+ public:
+  LoraRegistry(const ModelConfig& base, int32_t max_rank) : base_(base), max_rank_(max_rank) {}
+
+  Status load(const std::string& name, const std::string& path);
+  Status unload(const std::string& name);
+  // The entry of a loaded name, or null.
+  std::shared_ptr<const LoadedLora> find(const std::string& name) const;
+  std::vector<LoraAdapterInfo> list() const;  // by name
+  // True when no adapter was ever loaded (a cheap per-step test).
+  bool empty() const { return !ever_loaded_.load(std::memory_order_relaxed); }
+
+ private:
+  const ModelConfig& base_;
+  int32_t max_rank_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const LoadedLora>> loaded_;
+  uint64_t next_generation_ = 1;
+  std::atomic<bool> ever_loaded_{false};
+};
+
+// The cache salt of a request's blocks: its tenant salt, and the adapter's name and generation
+// when it runs one ("" stays "" for the base model: no isolation beyond the tenant's).
+std::string lora_cache_salt(const std::string& cache_salt, const LoadedLora* lora);
+
+}  // namespace tessera
