@@ -128,6 +128,7 @@ class EngineImpl final : public Engine {
   std::vector<SequenceSampling> sampling_;  // step(): per scheduled sequence, its request's views
   StepOutputs step_outputs_;                // step(): what emit_step_outputs left
   std::vector<const LoraAdapter*> step_adapters_;  // step(): per scheduled sequence, its adapter or null
+  LoraBlockNames lora_block_names_;         // KV events' lora_name (only with on_kv_events)
   std::deque<EngineMessage> lora_held_;     // kAdd messages held back by max_loras, in arrival order
 
   // Shared with client threads.

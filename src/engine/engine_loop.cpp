@@ -201,6 +201,9 @@ bool EngineImpl::admit(EngineMessage& msg) {
     if (!present && distinct >= config_.max_loras) return false;
   }
   req.cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
+  if (req.lora && config_.on_kv_events) {  // its chains' first blocks, in every KV-cache group
+    for (int32_t g = 0; g < kv_->num_groups(); ++g) lora_block_names_.note(kv::group_key(req.cache_extra_key, g), *req.lora);
+  }
   Status added = scheduler_->add_request(scheduler_request_of(req, eos_ids_, std::move(msg.cache_salt)));
   if (!added.ok()) {
     for (int32_t i = 0; i < req.params.n; ++i) {

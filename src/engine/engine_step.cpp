@@ -104,9 +104,12 @@ void EngineImpl::after_step_speculation(const sched::SchedulerOutput& out, const
 
 void EngineImpl::publish() {
   if (config_.on_kv_events) {
-    std::optional<KvEventBatch> batch =
-        kv_event_batch(scheduler_->drain_block_events(), scheduler_->kv_cache().block_size());
-    if (batch) config_.on_kv_events(std::move(*batch));
+    std::vector<kv::BlockEvent> records = scheduler_->drain_block_events();
+    std::optional<KvEventBatch> batch = kv_event_batch(records, scheduler_->kv_cache().block_size());
+    if (batch) {
+      if (!loras_->empty()) lora_block_names_.name(records, batch->events);
+      config_.on_kv_events(std::move(*batch));
+    }
   }
   count_lora_requests();
   metrics_->publish(scheduler_->stats(), spec_.get());

@@ -55,6 +55,32 @@ std::vector<LoraAdapterInfo> LoraRegistry::list() const {
   return out;
 }
 
+void LoraBlockNames::name(const std::vector<kv::BlockEvent>& records, std::vector<KvCacheEvent>& events) {
+  for (size_t i = 0; i < records.size() && i < events.size(); ++i) {
+    const kv::BlockEvent& r = records[i];
+    switch (r.kind) {
+      case kv::BlockEventKind::kStored: {
+        const Name* from = nullptr;
+        if (auto k = by_key_.find(r.extra_key); k != by_key_.end()) from = &k->second;
+        if (from == nullptr && r.has_parent) {
+          if (auto p = by_hash_.find(r.parent_hash); p != by_hash_.end()) from = &p->second;
+        }
+        if (from == nullptr) break;
+        events[i].lora_name = from->name;
+        events[i].lora_id = from->id;
+        Name& n = by_hash_[r.hash];
+        if (n.copies == 0) n = {from->name, from->id, 0};
+        n.copies += 1;
+        break;
+      }
+      case kv::BlockEventKind::kRemoved:
+        if (auto h = by_hash_.find(r.hash); h != by_hash_.end() && --h->second.copies <= 0) by_hash_.erase(h);
+        break;
+      case kv::BlockEventKind::kAllCleared: by_hash_.clear(); break;
+    }
+  }
+}
+
 std::string lora_cache_salt(const std::string& cache_salt, const LoadedLora* lora) {
   if (lora == nullptr) return cache_salt;
   // A separator no tenant salt of the API can hold (the server takes JSON strings; \x1f is a

@@ -12,7 +12,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "kv/block_events.h"
 
 #include "model/lora_adapter.h"
 #include "tessera/engine.h"
@@ -44,6 +47,28 @@ class LoraRegistry {
   std::map<std::string, std::shared_ptr<const LoadedLora>> loaded_;
   uint64_t next_generation_ = 1;
   std::atomic<bool> ever_loaded_{false};
+};
+
+// Which adapter wrote each prefix-cache block, for the KV events' lora_name (vLLM's BlockStored field).
+// A chain's first block carries the request's extra key (its salt with the adapter in it), so
+//   note(extra keys of an adapted request, per KV-cache group, adapter)   at admission;
+//   name(events) on each step's drained records: a kStored block whose extra key is noted, or whose
+//   parent block was named, gets the adapter's name and generation; kRemoved forgets a copy.
+// Engine thread only; kept only while KV events are on.
+class LoraBlockNames {
+ public:
+  void note(uint64_t extra_key, const LoadedLora& lora) { by_key_[extra_key] = {lora.info.name, lora.generation, 0}; }
+  // records[i] is events[i]'s record (kv_event_batch keeps the order).
+  void name(const std::vector<kv::BlockEvent>& records, std::vector<KvCacheEvent>& events);
+
+ private:
+  struct Name {
+    std::string name;
+    uint64_t id = 0;
+    int32_t copies = 0;  // cached blocks with this hash (by_hash_ only)
+  };
+  std::unordered_map<uint64_t, Name> by_key_;   // extra key -> adapter
+  std::unordered_map<uint64_t, Name> by_hash_;  // cached block hash -> adapter
 };
 
 // The cache salt of a request's blocks: its tenant salt, and the adapter's name and generation

@@ -25,6 +25,8 @@ struct BlockEvent {
   bool has_parent = false;         // kStored: false for the first block of a chain
   BlockHash parent_hash = 0;       // kStored: hash of the previous block of the chain
   std::vector<int32_t> token_ids;  // kStored: the block's [block_size] token ids; else empty
+  uint64_t extra_key = 0;          // kStored: the extra key it was cached with (a chain's first block's
+                                   // names the request's salt; later blocks inherit it via the parent)
 };
 
 class BlockEventLog {

@@ -118,7 +118,8 @@ void BlockPool::cache_full_block(int32_t block_id, BlockHash hash, std::span<con
                     .hash = hash,
                     .has_parent = parent != nullptr && parent->has_hash,
                     .parent_hash = parent != nullptr && parent->has_hash ? parent->hash : 0,
-                    .token_ids = std::vector<int32_t>(tokens.begin(), tokens.end())});
+                    .token_ids = std::vector<int32_t>(tokens.begin(), tokens.end()),
+                    .extra_key = extra_key});
   }
 }
 

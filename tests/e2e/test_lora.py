@@ -208,3 +208,33 @@ def test_load_endpoints_need_the_key(adapters, start_server):
     status, _ = http(s.base, "POST", "/v1/load_lora_adapter", {"lora_name": "a", "lora_path": adapters["a"]},
                      headers={"Authorization": "Bearer k3y", "Content-Type": "application/json"})
     assert status == 200
+
+
+def test_kv_events_carry_lora_name(adapters, start_server):
+    zmq = pytest.importorskip("zmq")
+    msgpack = pytest.importorskip("msgpack")
+    from conftest import free_port
+    from test_kv_events import Collector
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    port = free_port()
+    sub.bind(f"tcp://127.0.0.1:{port}")
+    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
+    collector = Collector(sub)
+    collector.start()
+    s = start_server("--kv-events", f"tcp://127.0.0.1:{port}", "--lora-modules", f"a={adapters['a']}")
+    try:
+        ids = list(range(1000, 1000 + 3 * 16 + 5))  # 3 full blocks
+        for model in ("smol", "a"):
+            status, body = http(s.base, "POST", "/v1/completions", {"model": model, "prompt": ids, "max_tokens": 1})
+            assert status == 200, body
+        messages = collector.stop()
+    finally:
+        collector.done.set()
+        collector.join()
+        sub.close(linger=0)
+        ctx.term()
+    stored = [e for msg in messages for e in msgpack.unpackb(msg[2])[1] if e[0] == "BlockStored"]
+    names = [(e[7], e[5] is not None) for e in stored]
+    assert names == [(None, False)] * 3 + [("a", True)] * 3, names
+    assert {e[1][0] for e in stored[:3]}.isdisjoint({e[1][0] for e in stored[3:]})
