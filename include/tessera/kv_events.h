@@ -23,8 +23,8 @@ struct KvCacheEvent {
   std::vector<int32_t> token_ids;              // kBlockStored: the block's [block_size] tokens
   // kBlockStored: the LoRA adapter whose forward wrote the block ("" and 0 = the base model); the
   // id is the adapter's load generation (a name loaded again gets a new one).
-  std::string lora_name;
-  uint64_t lora_id = 0;
+  std::string lora_name = {};
+  uint64_t lora_id = {};
 };
 
 struct KvEventBatch {
