@@ -20,28 +20,37 @@ constexpr int32_t kMaxRank = 1024;  // the u[] of one row lives on the stack
 #define TESSERA_LORA_CLONES
 #endif
 
+// u = scale * dot16(a, x): 16 lane sums, folded pairwise, then the tail (lora.h).
 TESSERA_LORA_CLONES
-void apply_row(const LoraPair& p, const float* __restrict x, float* __restrict y) {
-  float u[kMaxRank];
-  const int64_t main = p.n_in / kLanes * kLanes;
-  for (int32_t j = 0; j < p.rank; ++j) {
-    const float* __restrict a = p.a + static_cast<int64_t>(j) * p.n_in;
-    float acc[kLanes] = {};
-    for (int64_t c = 0; c < main; c += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[c + l] * x[c + l];
-    }
-    for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
-      for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-    }
-    float s = acc[0];
-    for (int64_t c = main; c < p.n_in; ++c) s += a[c] * x[c];
-    u[j] = p.scale * s;
+float shrink_one(const float* __restrict a, const float* __restrict x, int64_t n_in, float scale) {
+  const int64_t main = n_in / kLanes * kLanes;
+  float acc[kLanes] = {};
+  for (int64_t c = 0; c < main; c += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[c + l] * x[c + l];
   }
-  for (int32_t j = 0; j < p.rank; ++j) {
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  }
+  float s = acc[0];
+  for (int64_t c = main; c < n_in; ++c) s += a[c] * x[c];
+  return scale * s;
+}
+
+// y[o] += sum_j u[j] * bt[j][o] for o in [o0, o1), j ascending.
+TESSERA_LORA_CLONES
+void expand_range(const float* __restrict u, const float* __restrict bt, int32_t rank, int64_t n_out, int64_t o0,
+                  int64_t o1, float* __restrict y) {
+  for (int32_t j = 0; j < rank; ++j) {
     const float uj = u[j];
-    const float* __restrict bt = p.bt + static_cast<int64_t>(j) * p.n_out;
-    for (int64_t o = 0; o < p.n_out; ++o) y[o] += uj * bt[o];
+    const float* __restrict b = bt + static_cast<int64_t>(j) * n_out;
+    for (int64_t o = o0; o < o1; ++o) y[o] += uj * b[o];
   }
+}
+
+void apply_row(const LoraPair& p, const float* x, float* y) {
+  float u[kMaxRank];
+  for (int32_t j = 0; j < p.rank; ++j) u[j] = shrink_one(p.a + static_cast<int64_t>(j) * p.n_in, x, p.n_in, p.scale);
+  expand_range(u, p.bt, p.rank, p.n_out, 0, p.n_out, y);
 }
 
 void check_pair(const LoraPair& p) {
@@ -61,12 +70,34 @@ void lora_apply(const LoraPair& p, const float* x, std::span<const int32_t> rows
     }
   };
   const auto n = static_cast<int64_t>(rows.size());
+  const int64_t threads = pool.num_threads();
   // The adapter's bytes times the rows, against the same threshold the matmul uses.
   const int64_t bytes = static_cast<int64_t>(p.rank) * (p.n_in + p.n_out) * 4;
-  if (n == 1 || bytes * n <= kMatmulInlineBytes) {
+  if (bytes * n <= kMatmulInlineBytes || threads == 1) {
     run(0, n);
+  } else if (n >= 2 * threads) {
+    pool.for_chunks(n, (n + threads - 1) / threads, run);
   } else {
-    pool.for_chunks(n, (n + pool.num_threads() - 1) / pool.num_threads(), run);
+    // Few rows (decode at small batch): split each row's work instead, the shrink over (row, j)
+    // and the expand over ranges of outputs. Every u[j] and y[o] is computed by the same code in
+    // the same order as in apply_row: the same bits.
+    thread_local std::vector<float> u;
+    if (u.size() < static_cast<size_t>(n * p.rank)) u.resize(static_cast<size_t>(n * p.rank));
+    float* ud = u.data();
+    const int64_t items = n * p.rank;
+    pool.for_chunks(items, (items + threads - 1) / threads, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        const int64_t i = k / p.rank, j = k % p.rank;
+        ud[k] = shrink_one(p.a + j * p.n_in, x + int64_t{rows[static_cast<size_t>(i)]} * p.n_in, p.n_in, p.scale);
+      }
+    });
+    const int64_t per = (p.n_out + threads - 1) / threads;
+    const int64_t chunk = (per + kLanes - 1) / kLanes * kLanes;  // whole 16-float groups per range
+    pool.for_chunks(p.n_out, chunk, [&](int64_t o0, int64_t o1) {
+      for (int64_t i = 0; i < n; ++i) {
+        expand_range(ud + i * p.rank, p.bt, p.rank, p.n_out, o0, o1, y + int64_t{rows[static_cast<size_t>(i)]} * p.n_out);
+      }
+    });
   }
 }
 

@@ -93,19 +93,32 @@ TEST(Lora, MatchesDenseMergedWeight) {
 
 TEST(Lora, RowResultIndependentOfBatch) {
   ThreadPool pool1(1), pool2(2);
-  const Adapter ad = make_adapter(8, 576, 1536, 1.5f, 21);
+  // Rank 16 over 576 -> 1536: past the inline threshold, so a batch of 1 to 3 rows takes the split
+  // (shrink over (row, j), expand over output ranges) and a larger one the split over rows.
+  const Adapter ad = make_adapter(16, 576, 1536, 1.5f, 21);
   const int64_t m = 64;
   const std::vector<float> x = randv(static_cast<size_t>(m * ad.n_in), 22);
   std::vector<int32_t> all(m);
   for (int32_t i = 0; i < m; ++i) all[static_cast<size_t>(i)] = i;
   std::vector<float> batch(static_cast<size_t>(m * ad.n_out), 0.0f);
   lora_apply(ad.pair(), x.data(), all, batch.data(), pool2);
-  for (int32_t t : {0, 17, 63}) {
-    std::vector<float> alone(batch.size(), 0.0f);
-    const int32_t row[] = {t};
-    lora_apply(ad.pair(), x.data(), row, alone.data(), pool1);
-    EXPECT_EQ(0, std::memcmp(alone.data() + t * ad.n_out, batch.data() + t * ad.n_out, ad.n_out * sizeof(float))) << t;
+  for (ThreadPool* pool : {&pool1, &pool2}) {
+    for (int32_t t : {0, 17, 63}) {
+      std::vector<float> alone(batch.size(), 0.0f);
+      const int32_t row[] = {t};
+      lora_apply(ad.pair(), x.data(), row, alone.data(), *pool);
+      EXPECT_EQ(0, std::memcmp(alone.data() + t * ad.n_out, batch.data() + t * ad.n_out, ad.n_out * sizeof(float))) << t;
+    }
+    std::vector<float> three(batch.size(), 0.0f);
+    const int32_t rows3[] = {40, 2, 9};
+    lora_apply(ad.pair(), x.data(), rows3, three.data(), *pool);
+    for (int32_t t : rows3) {
+      EXPECT_EQ(0, std::memcmp(three.data() + t * ad.n_out, batch.data() + t * ad.n_out, ad.n_out * sizeof(float))) << t;
+    }
   }
+  std::vector<float> ref(batch.size(), 0.0f);
+  lora_apply_ref(ad.pair(), x.data(), all, ref.data());
+  EXPECT_EQ(0, std::memcmp(ref.data(), batch.data(), batch.size() * sizeof(float)));
 }
 
 }  // namespace
