@@ -1,6 +1,7 @@
 // lora_apply and its scalar twin lora_apply_ref (see lora.h for the canonical order).
 #include "kernels/lora.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -47,11 +48,43 @@ void expand_range(const float* __restrict u, const float* __restrict bt, int32_t
   }
 }
 
-void apply_row(const LoraPair& p, const float* x, float* y) {
-  float u[kMaxRank];
-  for (int32_t j = 0; j < p.rank; ++j) u[j] = shrink_one(p.a + static_cast<int64_t>(j) * p.n_in, x, p.n_in, p.scale);
-  expand_range(u, p.bt, p.rank, p.n_out, 0, p.n_out, y);
+// Up to kBlockRows rows at once: each A row and each B row is read once for the block, and every
+// row's sums run in the order of lora.h (shrink_one, expand_range): the same bits; the rows only
+// share the loads.
+constexpr int64_t kBlockRows = 4;
+
+TESSERA_LORA_CLONES
+void apply_block(const LoraPair& p, const float* const* xs, float* const* ys, int64_t nb) {
+  float u[kBlockRows][kMaxRank];
+  const int64_t main = p.n_in / kLanes * kLanes;
+  for (int32_t j = 0; j < p.rank; ++j) {
+    const float* __restrict a = p.a + static_cast<int64_t>(j) * p.n_in;
+    float acc[kBlockRows][kLanes] = {};
+    for (int64_t c = 0; c < main; c += kLanes) {
+      for (int64_t r = 0; r < nb; ++r) {
+        const float* __restrict x = xs[r];
+        for (int64_t l = 0; l < kLanes; ++l) acc[r][l] += a[c + l] * x[c + l];
+      }
+    }
+    for (int64_t r = 0; r < nb; ++r) {
+      for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+        for (int64_t l = 0; l < w; ++l) acc[r][l] += acc[r][l + w];
+      }
+      float s = acc[r][0];
+      for (int64_t c = main; c < p.n_in; ++c) s += a[c] * xs[r][c];
+      u[r][j] = p.scale * s;
+    }
+  }
+  for (int32_t j = 0; j < p.rank; ++j) {
+    const float* __restrict b = p.bt + static_cast<int64_t>(j) * p.n_out;
+    for (int64_t r = 0; r < nb; ++r) {
+      const float uj = u[r][j];
+      float* __restrict y = ys[r];
+      for (int64_t o = 0; o < p.n_out; ++o) y[o] += uj * b[o];
+    }
+  }
 }
+
 
 void check_pair(const LoraPair& p) {
   TESSERA_CHECK(p.rank > 0 && p.rank <= kMaxRank && p.a != nullptr && p.bt != nullptr && p.n_in > 0 && p.n_out > 0,
@@ -64,9 +97,16 @@ void lora_apply(const LoraPair& p, const float* x, std::span<const int32_t> rows
   if (rows.empty()) return;
   check_pair(p);
   auto run = [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = rows[static_cast<size_t>(i)];
-      apply_row(p, x + t * p.n_in, y + t * p.n_out);
+    for (int64_t i = i0; i < i1; i += kBlockRows) {
+      const float* xs[kBlockRows];
+      float* ys[kBlockRows];
+      const int64_t nb = std::min(kBlockRows, i1 - i);
+      for (int64_t r = 0; r < nb; ++r) {
+        const int64_t t = rows[static_cast<size_t>(i + r)];
+        xs[r] = x + t * p.n_in;
+        ys[r] = y + t * p.n_out;
+      }
+      apply_block(p, xs, ys, nb);
     }
   };
   const auto n = static_cast<int64_t>(rows.size());
@@ -80,7 +120,7 @@ void lora_apply(const LoraPair& p, const float* x, std::span<const int32_t> rows
   } else {
     // Few rows (decode at small batch): split each row's work instead, the shrink over (row, j)
     // and the expand over ranges of outputs. Every u[j] and y[o] is computed by the same code in
-    // the same order as in apply_row: the same bits.
+    // the same order as in apply_block: the same bits.
     thread_local std::vector<float> u;
     if (u.size() < static_cast<size_t>(n * p.rank)) u.resize(static_cast<size_t>(n * p.rank));
     float* ud = u.data();
