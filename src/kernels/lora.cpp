@@ -13,9 +13,10 @@ namespace {
 constexpr int64_t kLanes = 16;
 constexpr int32_t kMaxRank = 1024;  // the u[] of one row lives on the stack
 
-// GCC/Clang on x86-64 build an AVX2 clone of the hot loops next to the baseline one and pick it
-// once at load (ifunc); lanes and outputs are independent, so both clones give the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// GCC on x86-64 builds an AVX2 clone of the hot loops next to the baseline one and pick it
+// once at load (ifunc); lanes and outputs are independent, so both clones give the same bits. The
+// scalar-only build (TESSERA_FORCE_SCALAR) has the baseline one alone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TESSERA_FORCE_SCALAR)
 #define TESSERA_LORA_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define TESSERA_LORA_CLONES
