@@ -79,6 +79,22 @@ class SingleSequence {
   const LoraAdapter* adapter_ = nullptr;
 };
 
+// Every position's logits of `tokens` fed through `seq` as consecutive chunks of the given sizes
+// (which must sum to tokens.size()): [tokens.size()][vocab].
+inline std::vector<std::vector<float>> feed_in_chunks(SingleSequence& seq, const std::vector<int32_t>& tokens,
+                                                      const std::vector<size_t>& chunks, int32_t vocab) {
+  const auto v = static_cast<size_t>(vocab);
+  std::vector<std::vector<float>> out;
+  size_t start = 0;
+  for (size_t chunk : chunks) {
+    const std::vector<int32_t> part(tokens.begin() + start, tokens.begin() + start + chunk);
+    const std::vector<float> rows = seq.feed_rows(part);
+    for (size_t r = 0; r < chunk; ++r) out.emplace_back(rows.begin() + r * v, rows.begin() + (r + 1) * v);
+    start += chunk;
+  }
+  return out;
+}
+
 inline int32_t argmax(const std::vector<float>& v) {
   int32_t best = 0;
   for (int32_t i = 1; i < static_cast<int32_t>(v.size()); ++i) {
