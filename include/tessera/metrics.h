@@ -17,6 +17,13 @@ struct Histogram {
   void observe(double value);
 };
 
+// Requests of one LoRA adapter (vLLM's vllm:lora_requests_info, per adapter).
+struct LoraRequestCounts {
+  std::string name;
+  int32_t running = 0;   // admitted and scheduled at least once
+  int32_t waiting = 0;   // not yet scheduled (queued, or held back by max_loras)
+};
+
 struct MetricsSnapshot {
   // Gauges.
   int32_t num_requests_running = 0;
@@ -73,6 +80,9 @@ struct MetricsSnapshot {
   int64_t disk_files = 0;                // gauge
   Histogram disk_read_seconds;           // per block read (open, read, verify)
   Histogram disk_write_seconds;          // per block written (encode, write, rename, evictions)
+  // LoRA: the adapters with requests in flight, and the step limit.
+  std::vector<LoraRequestCounts> lora_requests;
+  int32_t max_loras = 0;
   // Histograms (seconds).
   Histogram time_to_first_token;
   Histogram inter_token_latency;

@@ -43,6 +43,24 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text
   app.add_option("--draft-model", c.draft_model_path, "draft GGUF for --speculative draft");
   app.add_option("--num-speculative-tokens", c.num_speculative_tokens, "draft tokens per step at most (k)");
   app.add_option("--engine-seed", c.seed, "seed for requests that carry none");
+  app.add_option("--max-loras", c.max_loras, "LoRA adapters in one step at most (requests of others wait; default 4)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--max-lora-rank", c.max_lora_rank, "largest LoRA rank loaded (default 64)")->check(CLI::Range(1, 1024));
+}
+
+std::string parse_lora_modules(const std::vector<std::string>& specs, EngineConfig& c) {
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size()) {
+      return "--lora-modules: '" + s + "' is not NAME=FILE";
+    }
+    LoraModule m{s.substr(0, eq), s.substr(eq + 1)};
+    for (const LoraModule& other : c.lora_modules) {
+      if (other.name == m.name) return "--lora-modules: the name '" + m.name + "' is given twice";
+    }
+    c.lora_modules.push_back(std::move(m));
+  }
+  return {};
 }
 
 std::string finish_engine_flags(EngineConfig& c, const std::string& kv_cache_text) {

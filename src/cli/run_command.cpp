@@ -121,6 +121,8 @@ int run_main(int argc, char** argv) {
   app.add_option("-n,--max-tokens", max_tokens, "tokens to generate at most");
   add_sampling_flags(app, sampling);
   app.add_option("--stop", stop, "stop string (repeatable)");
+  std::string lora;
+  app.add_option("--lora", lora, "a LoRA adapter GGUF (llama.cpp's format) to generate with");
   app.add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence");
   app.add_flag("--no-bos", no_bos, "never add BOS to --prompt");
   app.add_flag("--special", special, "parse special tokens in --prompt");
@@ -145,6 +147,7 @@ int run_main(int argc, char** argv) {
   config.verbose = verbose && !json;
   if (!json && !quiet) config.on_load_progress = load_progress_reporter(config.model_path);
   if (config.kv_cache_bytes == 0) config.kv_cache_bytes = int64_t{256} << 20;  // one request
+  if (!lora.empty()) config.lora_modules.push_back({"lora", lora});
 
   auto engine = Engine::create(config);
   if (!engine) {
@@ -182,7 +185,7 @@ int run_main(int argc, char** argv) {
 
   if (profile_ops) profile::global().enabled.store(true);
   const Clock::time_point start = Clock::now();
-  auto stream = e.submit({ids, params, ""});
+  auto stream = e.submit({ids, params, "", lora.empty() ? "" : "lora"});
   if (!stream) {
     std::fprintf(stderr, "tessera run: error: %s\n", stream.error().message.c_str());
     return 1;

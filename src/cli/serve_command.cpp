@@ -63,6 +63,9 @@ int serve_main(int argc, char** argv) {
   app.add_flag("--no-webui", no_webui, "do not serve the chat page at / (then / is a 404)");
   app.add_option("--served-model-name", sc.served_model_name, "model name clients use (default: the GGUF file's stem)");
   add_engine_flags(app, ec, kv_cache_text);
+  std::vector<std::string> lora_modules;
+  app.add_option("--lora-modules", lora_modules,
+                 "LoRA adapters served as model ids of their own: NAME=FILE ... (llama.cpp-format adapter GGUFs)");
   app.add_option("--max-body-bytes", max_body_bytes, "largest request body accepted (413 past it)")->check(CLI::PositiveNumber);
   app.add_option("--max-queued-requests", sc.max_queued_requests, "generate requests in flight at most (429 past it)")
       ->check(CLI::PositiveNumber);
@@ -99,6 +102,10 @@ int serve_main(int argc, char** argv) {
   }
   sc.limits.max_n = max_n;
   if (const std::string err = finish_engine_flags(ec, kv_cache_text); !err.empty()) {
+    std::fprintf(stderr, "tessera serve: error: %s\n", err.c_str());
+    return 1;
+  }
+  if (const std::string err = parse_lora_modules(lora_modules, ec); !err.empty()) {
     std::fprintf(stderr, "tessera serve: error: %s\n", err.c_str());
     return 1;
   }

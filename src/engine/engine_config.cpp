@@ -19,6 +19,12 @@ Status validate_engine_config(const EngineConfig& config) {
   if (config.kv_cache_dir_bytes < 0) {
     return make_error(ErrorCode::kInvalidArgument, "KV cache dir size {} must be >= 0", config.kv_cache_dir_bytes);
   }
+  if (config.max_loras < 1 || config.max_loras > 256) {
+    return make_error(ErrorCode::kInvalidArgument, "max_loras {} must be in [1, 256]", config.max_loras);
+  }
+  if (config.max_lora_rank < 1 || config.max_lora_rank > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "max_lora_rank {} must be in [1, 1024]", config.max_lora_rank);
+  }
   if (config.policy != "continuous" && config.policy != "static") {
     return make_error(ErrorCode::kInvalidArgument, "policy '{}' must be continuous or static", config.policy);
   }

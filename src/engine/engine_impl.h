@@ -79,6 +79,9 @@ class EngineImpl final : public Engine {
   }
   int32_t num_unfinished_requests() const override { return num_unfinished_.load(); }
   void shutdown(std::chrono::milliseconds grace) override;
+  Status load_lora_adapter(const std::string& name, const std::string& path) override;
+  Status unload_lora_adapter(const std::string& name) override;
+  std::vector<LoraAdapterInfo> lora_adapters() const override { return loras_->list(); }
 
  private:
   EngineImpl() = default;
@@ -88,8 +91,9 @@ class EngineImpl final : public Engine {
   Result<EngineMessage> make_add_message(GenerateRequest request, int64_t num_before);
   void loop();
   void drain_messages();
-  // A kAdd message's request into the scheduler and the engine's maps (or its error to the client).
-  void add_request(EngineMessage& msg);
+  // Hands a kAdd message's request to the scheduler (or fails it there); false, leaving the message
+  // as it was, when its adapter would be one more than max_loras among the requests in flight.
+  bool admit(EngineMessage& msg);
   void finish_request_state(ActiveRequest& req);
   // Ends every sample of `req` not yet finished with a final event (reason, error text, counts):
   // an abort, or a request the engine fails.
@@ -107,6 +111,7 @@ class EngineImpl final : public Engine {
   void after_step_speculation(const sched::SchedulerOutput& out, const RunnerOutput& result,
                               const std::vector<sched::RequestUpdate>& updates, Clock::time_point step_start);
   void publish();  // the step's KV events and metrics
+  void count_lora_requests();  // per-adapter running / waiting into the live metrics
 
   EngineConfig config_;
   ModelInfo info_;
@@ -124,11 +129,15 @@ class EngineImpl final : public Engine {
   std::unique_ptr<EngineMetrics> metrics_;
   std::unique_ptr<EngineDiskTier> disk_;  // KV disk tier (EngineConfig::kv_cache_dir); null when off
   std::vector<int32_t> eos_ids_;
+  std::unique_ptr<LoraRegistry> loras_;     // the adapters requests may name
 
   // Engine-thread state.
   RequestMap requests_;
   std::vector<SequenceSampling> sampling_;  // step(): per scheduled sequence, its request's views
   StepOutputs step_outputs_;                // step(): what emit_step_outputs left
+  std::vector<const LoraAdapter*> step_adapters_;  // step(): per scheduled sequence, its adapter or null
+  LoraBlockNames lora_block_names_;         // KV events' lora_name (only with on_kv_events)
+  std::deque<EngineMessage> lora_held_;     // kAdd messages held back by max_loras, in arrival order
 
   // Shared with client threads.
   mutable std::mutex mutex_;

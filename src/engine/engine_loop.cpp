@@ -107,13 +107,17 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
     s.output = std::make_unique<OutputProcessor>(*tokenizer_, p.stop, p.include_stop_str_in_output);
   }
   for (SampleState& s : req->samples) req->rng_ptrs.push_back(&s.rng);
+  if (!request.lora_name.empty()) {
+    req->lora = loras_->find(request.lora_name);
+    if (!req->lora) return make_error(ErrorCode::kNotFound, "no LoRA adapter named '{}' is loaded", request.lora_name);
+  }
   auto grammar = structured_->compile(p.structured);  // compiled here (cached), off the engine thread
   if (!grammar.ok()) return grammar.error();
   req->grammar = std::move(grammar.value());
   EngineMessage msg;
   msg.kind = EngineMessage::Kind::kAdd;
   msg.request_id = req->id;
-  msg.cache_salt = std::move(request.cache_salt);
+  msg.cache_salt = lora_cache_salt(request.cache_salt, req->lora.get());  // blocks keyed by adapter too
   msg.request = std::move(req);
   return msg;
 }
@@ -149,16 +153,29 @@ void EngineImpl::drain_messages() {
     std::lock_guard<std::mutex> lock(mutex_);
     batch.swap(messages_);
   }
+  // Requests held back by max_loras first (their adapter may have a place now), in arrival order.
+  for (auto it = lora_held_.begin(); it != lora_held_.end();) {
+    it = admit(*it) ? lora_held_.erase(it) : it + 1;
+  }
   for (EngineMessage& msg : batch) {
     if (msg.kind == EngineMessage::Kind::kAdd) {
       msg.request->cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
-      if (disk_ && disk_->park(msg, *scheduler_)) continue;  // added once its blocks are read from disk
-      add_request(msg);
+      if (disk_ && disk_->park(msg, *scheduler_)) continue;  // admitted once its blocks are read from disk
+      if (!admit(msg)) lora_held_.push_back(std::move(msg));
     } else {
       if (std::unique_ptr<ActiveRequest> parked = disk_ ? disk_->take_parked(msg.request_id) : nullptr) {
         end_unfinished_samples(*parked, FinishReason::kAbort, "");
         metrics_->live().num_requests_aborted += 1;
         num_unfinished_.fetch_sub(1);
+        continue;
+      }
+      auto held = std::find_if(lora_held_.begin(), lora_held_.end(),
+                               [&](const EngineMessage& m) { return m.request_id == msg.request_id; });
+      if (held != lora_held_.end()) {  // aborted before it was admitted
+        end_unfinished_samples(*held->request, FinishReason::kAbort, "");
+        metrics_->live().num_requests_aborted += 1;
+        num_unfinished_.fetch_sub(1);
+        lora_held_.erase(held);
         continue;
       }
       auto it = requests_.find(msg.request_id);
@@ -171,11 +188,30 @@ void EngineImpl::drain_messages() {
     }
   }
   // An abort can leave nothing to step: publish now, or metrics() would keep the pre-abort state.
-  if (!batch.empty()) metrics_->publish(scheduler_->stats(), spec_.get());
+  if (!batch.empty()) {
+    count_lora_requests();
+    metrics_->publish(scheduler_->stats(), spec_.get());
+  }
 }
 
-void EngineImpl::add_request(EngineMessage& msg) {
+bool EngineImpl::admit(EngineMessage& msg) {
   ActiveRequest& req = *msg.request;
+  if (req.lora) {  // max_loras: distinct adapters among the requests in flight, this one's included
+    int32_t distinct = 0;
+    bool present = false;
+    std::vector<const LoadedLora*> seen;
+    for (const auto& [id, r] : requests_) {
+      if (!r->lora || std::find(seen.begin(), seen.end(), r->lora.get()) != seen.end()) continue;
+      seen.push_back(r->lora.get());
+      present = present || r->lora == req.lora;
+      ++distinct;
+    }
+    if (!present && distinct >= config_.max_loras) return false;
+  }
+  req.cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
+  if (req.lora && config_.on_kv_events) {  // its chains' first blocks, in every KV-cache group
+    for (int32_t g = 0; g < kv_->num_groups(); ++g) lora_block_names_.note(kv::group_key(req.cache_extra_key, g), *req.lora);
+  }
   Status added = scheduler_->add_request(scheduler_request_of(req, eos_ids_, std::move(msg.cache_salt)));
   if (!added.ok()) {
     for (int32_t i = 0; i < req.params.n; ++i) {
@@ -187,12 +223,13 @@ void EngineImpl::add_request(EngineMessage& msg) {
       req.stream->push(std::move(out));
     }
     num_unfinished_.fetch_sub(1);
-    return;
+    return true;
   }
   metrics_->live().prompt_tokens += static_cast<int64_t>(req.prompt->size());
   if (disk_) disk_->note_prompt(req.id, static_cast<int32_t>(req.prompt->size()));
   structured_->add(req.id, req.grammar, req.params.n);
   requests_.emplace(req.id, std::move(msg.request));
+  return true;
 }
 
 void EngineImpl::end_unfinished_samples(ActiveRequest& req, FinishReason reason, const std::string& error) {
@@ -240,7 +277,9 @@ void EngineImpl::loop() {
     drain_messages();
     if (stop_.load()) break;
     if (disk_ && disk_->has_parked()) {  // requests whose blocks came back from disk
-      for (EngineMessage& msg : disk_->ready(*scheduler_, *kv_)) add_request(msg);
+      for (EngineMessage& msg : disk_->ready(*scheduler_, *kv_)) {
+        if (!admit(msg)) lora_held_.push_back(std::move(msg));
+      }
     }
     if (!scheduler_->has_unfinished_requests()) {
       if (disk_) disk_->end_all();  // every sequence has ended: its held-back blocks go to disk
@@ -274,6 +313,11 @@ void EngineImpl::loop() {
     num_unfinished_.fetch_sub(1);
   }
   requests_.clear();
+  for (EngineMessage& msg : lora_held_) {
+    end_unfinished_samples(*msg.request, FinishReason::kAbort, "");
+    num_unfinished_.fetch_sub(1);
+  }
+  lora_held_.clear();
   metrics_->publish(scheduler_->stats(), spec_.get());
 }
 

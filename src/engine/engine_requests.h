@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/lora_registry.h"
 #include "engine/output_processor.h"
 #include "engine/request_stream.h"
 #include "runner/model_runner.h"
@@ -38,6 +39,7 @@ struct ActiveRequest {
   int32_t num_cached_prompt_tokens = 0;
   int32_t num_finished_samples = 0;
   uint64_t cache_extra_key = 0;                     // kv::hash_cache_salt(cache salt), 0 = none
+  std::shared_ptr<const LoadedLora> lora;  // the LoRA adapter it runs (held to its end), or null
   structured::Grammar grammar;  // structured output (compiled at submit), or null; its matchers are StructuredOutputs'
 };
 

@@ -30,9 +30,17 @@ void pack_event(msgpack_packer& pk, const KvCacheEvent& e, int32_t block_size) {
       msgpack_pack_array(&pk, e.token_ids.size());
       for (int32_t t : e.token_ids) msgpack_pack_int32(&pk, t);
       msgpack_pack_int32(&pk, block_size);
-      msgpack_pack_nil(&pk);  // lora_id: no adapters
+      if (e.lora_id != 0) {
+        msgpack_pack_uint64(&pk, e.lora_id);
+      } else {
+        msgpack_pack_nil(&pk);  // lora_id: the base model
+      }
       pack_str(pk, medium_of(e));
-      msgpack_pack_nil(&pk);  // lora_name
+      if (!e.lora_name.empty()) {
+        pack_str(pk, e.lora_name);
+      } else {
+        msgpack_pack_nil(&pk);  // lora_name: the base model
+      }
       break;
     case KvCacheEvent::Kind::kBlockRemoved:
       msgpack_pack_array(&pk, 3);

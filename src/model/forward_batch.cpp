@@ -21,6 +21,9 @@ void ForwardBatchBuilder::reserve(int32_t max_tokens, int32_t max_seqs, int32_t 
   }
   group_attn_.reserve(groups_.size());
   logits_rows_.reserve(tokens);
+  lora_chunks_.reserve(seqs);
+  lora_rows_.reserve(tokens);
+  lora_segments_.reserve(seqs);
   clear();
 }
 
@@ -35,11 +38,12 @@ void ForwardBatchBuilder::clear() {
     g.indices.clear();
   }
   logits_rows_.clear();
+  lora_chunks_.clear();
 }
 
 void ForwardBatchBuilder::add_chunk(int64_t seq_id, std::span<const int32_t> tokens, int32_t start_position,
                                     std::span<const int32_t> block_tables, int32_t block_size,
-                                    int32_t num_logits_rows) {
+                                    int32_t num_logits_rows, const LoraAdapter* adapter) {
   const auto n = static_cast<int32_t>(tokens.size());
   const int32_t first_row = num_tokens();
   const size_t num_entries = block_tables.size() / groups_.size();
@@ -63,6 +67,7 @@ void ForwardBatchBuilder::add_chunk(int64_t seq_id, std::span<const int32_t> tok
   query_start_loc_.push_back(num_tokens());
   seq_lens_.push_back(start_position + n);
   for (int32_t r = n - num_logits_rows; r < n; ++r) logits_rows_.push_back(first_row + r);
+  if (adapter != nullptr) lora_chunks_.push_back({adapter, first_row, n});
 }
 
 void ForwardBatchBuilder::add_padding_lane() {
@@ -97,6 +102,24 @@ ForwardBatch ForwardBatchBuilder::batch() {
   batch.attn = group_attn_.front();
   batch.group_attn = group_attn_;
   batch.logits_rows = logits_rows_;
+  // Adapted rows grouped by adapter: each chunk once, under the first chunk of its adapter.
+  lora_rows_.clear();
+  lora_segments_.clear();
+  for (size_t i = 0; i < lora_chunks_.size(); ++i) {
+    const LoraAdapter* a = lora_chunks_[i].adapter;
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = lora_chunks_[j].adapter == a;
+    if (seen) continue;
+    LoraSegment seg{a, static_cast<int32_t>(lora_rows_.size()), 0};
+    for (size_t j = i; j < lora_chunks_.size(); ++j) {
+      if (lora_chunks_[j].adapter != a) continue;
+      for (int32_t r = 0; r < lora_chunks_[j].num_rows; ++r) lora_rows_.push_back(lora_chunks_[j].first_row + r);
+    }
+    seg.end = static_cast<int32_t>(lora_rows_.size());
+    lora_segments_.push_back(seg);
+  }
+  batch.lora_rows = lora_rows_;
+  batch.lora_segments = lora_segments_;
   return batch;
 }
 

@@ -10,6 +10,10 @@
 //   from that group's table T_g (a slice of the group-major block_table):
 //     slot of position p           =  T_g[p / block_size] * block_size + p % block_size
 //     block_table_indices (CSR)    += T_g's blocks covering [0, start + n) (null before a window)
+//   and, when the chunk's sequence runs a LoRA adapter, its rows join that adapter's group: batch()
+//   lists the adapted rows grouped by adapter (lora_rows, one LoraSegment per adapter, adapters
+//   in order of first appearance, rows ascending within one), so each adapter's A and B are read
+//   once per layer for all its rows, whatever the schedule order.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -28,7 +32,8 @@ class ForwardBatchBuilder {
   // One sequence's chunk (seq_id names it in errors). block_tables: [num_groups][entries],
   // group-major (sched::ScheduledSeq::block_table); every position needs a block in each table.
   void add_chunk(int64_t seq_id, std::span<const int32_t> tokens, int32_t start_position,
-                 std::span<const int32_t> block_tables, int32_t block_size, int32_t num_logits_rows);
+                 std::span<const int32_t> block_tables, int32_t block_size, int32_t num_logits_rows,
+                 const LoraAdapter* adapter = nullptr);
   // A static-batching pad lane: token 0 at position 0 attending to slot 0 of the null block,
   // writing no KV (slot -1), with a logits row nobody samples.
   void add_padding_lane();
@@ -51,6 +56,13 @@ class ForwardBatchBuilder {
   std::vector<GroupBuffers> groups_ = std::vector<GroupBuffers>(1);  // [num_groups]
   std::vector<kernels::AttnMetadata> group_attn_;    // [num_groups], refreshed by batch()
   std::vector<int32_t> logits_rows_;                 // ascending token rows
+  struct LoraChunk {
+    const LoraAdapter* adapter;
+    int32_t first_row, num_rows;
+  };
+  std::vector<LoraChunk> lora_chunks_;               // adapted chunks in add order
+  std::vector<int32_t> lora_rows_;                   // [adapted rows] grouped by adapter (batch())
+  std::vector<LoraSegment> lora_segments_;           // [distinct adapters] (batch())
 };
 
 }  // namespace tessera

@@ -3,8 +3,10 @@
 #include <cmath>
 
 #include "kernels/kernels_info.h"
+#include "kernels/lora.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/lora_adapter.h"
 #include "model/model_warnings.h"
 #include "util/log.h"
 #include "util/op_profile.h"
@@ -243,8 +245,24 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       over_rows(rows);
     }
   };
+  for (const LoraSegment& seg : batch.lora_segments) {
+    TESSERA_CHECK(seg.adapter != nullptr && seg.begin >= 0 && seg.begin <= seg.end &&
+                      seg.end <= static_cast<int32_t>(batch.lora_rows.size()),
+                  "LoRA segment [{}, {}) of {} rows", seg.begin, seg.end, batch.lora_rows.size());
+  }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
+    // After a base matmul of layer l's target t (input rows `in`, output rows `out`): each
+    // adapter's delta on its own rows (kernels/lora.h). No segments: nothing runs.
+    auto lora = [&](LoraTarget t, const float* in, float* out) {
+      for (const LoraSegment& seg : batch.lora_segments) {
+        const kernels::LoraPair& pair = seg.adapter->pair(l, t);
+        if (pair.empty()) continue;
+        kernels::lora_apply(pair, in, batch.lora_rows.subspan(static_cast<size_t>(seg.begin),
+                                                              static_cast<size_t>(seg.end - seg.begin)),
+                            out, pool);
+      }
+    };
     // Attention block. q, k and v read the same normed rows: one quantization, one dispatch.
     {
       OpScope scope(Op::kRmsnorm);  // with the residual add of the layer before's feed-forward
@@ -254,6 +272,9 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       OpScope scope(Op::kQkv);
       const kernels::MatmulOut qkv[] = {{&w.wq, ws.q.data()}, {&w.wk, ws.k.data()}, {&w.wv, ws.v.data()}};
       kernels::matmul_group(qkv, h, num_tokens, pool);
+      lora(LoraTarget::kQ, h, ws.q.data());
+      lora(LoraTarget::kK, h, ws.k.data());
+      lora(LoraTarget::kV, h, ws.v.data());
     }
     if (c.has_qkv_bias) {
       OpScope scope(Op::kBias);
@@ -307,6 +328,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     {
       OpScope scope(Op::kWo);
       kernels::matmul(w.wo, ws.attn.data(), num_tokens, h, pool);
+      lora(LoraTarget::kO, ws.attn.data(), h);
     }
     if (c.has_post_norms) {
       OpScope scope(Op::kRmsnorm);
@@ -324,6 +346,8 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       OpScope scope(Op::kFfnGateUp);
       const kernels::MatmulOut gate_up[] = {{&w.w_gate, ws.gate.data()}, {&w.w_up, ws.up.data()}};
       kernels::matmul_group(gate_up, h, num_tokens, pool);
+      lora(LoraTarget::kGate, h, ws.gate.data());
+      lora(LoraTarget::kUp, h, ws.up.data());
     }
     {
       OpScope scope(Op::kSwiglu);
@@ -346,6 +370,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     {
       OpScope scope(Op::kFfnDown);
       kernels::matmul(w.w_down, ws.gate.data(), num_tokens, h, pool);
+      lora(LoraTarget::kDown, ws.gate.data(), h);
     }
     if (c.has_post_norms) {
       OpScope scope(Op::kRmsnorm);

@@ -42,6 +42,14 @@ struct LayerWeights {
 };
 
 // One forward step's inputs (plain data, built by the runner).
+class LoraAdapter;
+
+// Rows lora_rows[begin, end) of a ForwardBatch run through `adapter` (model/lora_adapter.h).
+struct LoraSegment {
+  const LoraAdapter* adapter = nullptr;
+  int32_t begin = 0, end = 0;
+};
+
 struct ForwardBatch {
   std::span<const int32_t> tokens;          // [num_tokens]
   std::span<const int32_t> positions;       // [num_tokens]
@@ -50,6 +58,10 @@ struct ForwardBatch {
   // (kv/kv_cache_layout.h); empty = every layer reads `attn`. KvStorage::group_of(layer) picks one.
   std::span<const kernels::AttnMetadata> group_attn;
   std::span<const int32_t> logits_rows;     // rows (token indices) whose logits are wanted, ascending
+  // LoRA: the rows of adapted sequences grouped by adapter (ForwardBatchBuilder), one segment per
+  // adapter; rows in no segment use the base weights alone. Empty = no adapter in this step.
+  std::span<const int32_t> lora_rows;
+  std::span<const LoraSegment> lora_segments;
 
   const kernels::AttnMetadata& attn_of_group(int32_t group) const {
     return group_attn.empty() ? attn : group_attn[static_cast<size_t>(group)];

@@ -31,14 +31,17 @@ ModelRunner::ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerCon
   spec_scratch_.resize(static_cast<size_t>(config.max_num_spec_tokens + 1));
 }
 
-void ModelRunner::build_batch(const sched::SchedulerOutput& out) {
+void ModelRunner::build_batch(const sched::SchedulerOutput& out, std::span<const LoraAdapter* const> adapters) {
   const int32_t block_size = kv_.block_size();
   batch_.clear();
-  for (const sched::ScheduledSeq& s : out.seqs) {
+  TESSERA_CHECK(adapters.empty() || adapters.size() == out.seqs.size(), "{} adapters for {} sequences",
+                adapters.size(), out.seqs.size());
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    const sched::ScheduledSeq& s = out.seqs[i];
     TESSERA_CHECK(!s.token_ids.empty(), "sequence {} scheduled with no tokens", s.seq_id);
     // Logit rows: the last num_spec_tokens + 1 positions (drafts and the token after them).
     batch_.add_chunk(s.seq_id, s.token_ids, s.start_position, s.block_table, block_size,
-                     s.needs_logits ? s.num_spec_tokens + 1 : 0);
+                     s.needs_logits ? s.num_spec_tokens + 1 : 0, adapters.empty() ? nullptr : adapters[i]);
   }
   TESSERA_CHECK(batch_.num_tokens() <= config_.max_num_batched_tokens,
                 "step of {} tokens exceeds the budget {}", batch_.num_tokens(), config_.max_num_batched_tokens);
@@ -64,7 +67,7 @@ const RunnerOutput& ModelRunner::execute(const sched::SchedulerOutput& out,
   return sample(out, sampling);
 }
 
-void ModelRunner::forward(const sched::SchedulerOutput& out) {
+void ModelRunner::forward(const sched::SchedulerOutput& out, std::span<const LoraAdapter* const> adapters) {
   // Cleared, not rebuilt: the inner vectors keep their capacity from step to step.
   RunnerOutput& result = output_;
   result.sampled.sampled_token_ids.resize(out.seqs.size());
@@ -85,7 +88,7 @@ void ModelRunner::forward(const sched::SchedulerOutput& out) {
     for (const sched::ScheduledSeq& s : out.seqs) decode = decode && s.token_ids.size() == 1;
     profile::set_phase(decode ? profile::Phase::kDecode : profile::Phase::kPrefill);
     profile::OpScope scope(profile::Op::kBuildBatch);
-    build_batch(out);
+    build_batch(out, adapters);
   }
   const ForwardBatch batch = batch_.batch();  // scheduled sequences + padding lanes
   num_logits_rows_ = batch_.num_logits_rows();

@@ -88,7 +88,8 @@ class ModelRunner {
   // engine's structured-output masks): the forward over the step's batch into the logits rows,
   // then masks, verification and sampling of those rows. sample() follows forward() of the same
   // `out`; the spans of `sampling` must be ready (nothing here waits).
-  void forward(const sched::SchedulerOutput& out);
+  // adapters[i]: the LoRA adapter out.seqs[i] runs (null: the base model); empty: none this step.
+  void forward(const sched::SchedulerOutput& out, std::span<const LoraAdapter* const> adapters = {});
   const RunnerOutput& sample(const sched::SchedulerOutput& out, std::span<const SequenceSampling> sampling);
 
   ThreadPool& pool() { return pool_; }
@@ -97,7 +98,7 @@ class ModelRunner {
   const RunnerConfig& config() const { return config_; }
 
  private:
-  void build_batch(const sched::SchedulerOutput& out);
+  void build_batch(const sched::SchedulerOutput& out, std::span<const LoraAdapter* const> adapters);
   // Sets the logits of tokens not in `allowed` ([rows][words]) to -inf, rows in place.
   void apply_token_masks(float* rows, int32_t num_rows, std::span<const uint64_t> allowed) const;
   void append_padding_lanes(int32_t num_idle_lanes);

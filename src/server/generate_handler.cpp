@@ -17,6 +17,7 @@
 
 #include "server/chat_api.h"
 #include "server/chat_output.h"
+#include "server/lora_routes.h"
 #include "server/protocol_response.h"
 #include "server/server_state.h"
 
@@ -206,7 +207,8 @@ struct Job {
 
 std::optional<ApiError> submit_all(Job& job, Prepared& prepared) {
   for (size_t i = 0; i < prepared.prompt_ids.size(); ++i) {
-    GenerateRequest request{std::move(prepared.prompt_ids[i]), job.spec.params, job.spec.cache_salt};
+    GenerateRequest request{std::move(prepared.prompt_ids[i]), job.spec.params, job.spec.cache_salt,
+                            job.spec.lora_name};
     Result<std::shared_ptr<RequestStream>> stream = job.state.engine().submit(std::move(request));
     if (!stream.ok()) {
       job.abort_all();
@@ -415,7 +417,7 @@ void run_spec(ServerState& state, GenerateSpec spec, ChatApiWriter* writer, bool
   job.meta = ResponseMeta{client_id ? fmt::format("{}-{}", id_prefix, *client_id) : state.make_response_id(id_prefix),
                           std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count(),
-                          state.config.served_model_name};
+                          job.spec.lora_name.empty() ? state.config.served_model_name : job.spec.lora_name};
   if (kind == ApiKind::kChat) {
     job.shaping = chat_shaping(job.spec.chat, rendered_prompt, job.meta.id);
     if (writer != nullptr) {
@@ -444,17 +446,14 @@ void handle_generate(ServerState& state, ApiKind kind, const HttpRequest& req, R
                                       state.engine().model_info().default_sampling)) {
     return out.respond(error_response(*e));
   }
-  if (!spec.model.empty() && spec.model != state.config.served_model_name) {
-    return out.respond(error_response({ErrorType::kModelNotFound,
-                                       fmt::format("The model `{}` does not exist. This server serves `{}`.",
-                                                   spec.model, state.config.served_model_name),
-                                       "model"}));
-  }
+  if (auto e = resolve_model(state, spec.model, /*strict=*/true, &spec.lora_name)) return out.respond(error_response(*e));
   run_spec(state, std::move(spec), nullptr, false, "", req, out);
 }
 
 void run_chat_api(ServerState& state, ChatApiRequest request, ChatApiWriter& writer, const HttpRequest& req,
                   Responder& out) {
+  // Any model id is answered (with the served model), but a loaded adapter's name selects it.
+  (void)resolve_model(state, request.model, /*strict=*/false, &request.spec.lora_name);
   run_spec(state, std::move(request.spec), &writer, request.report_stop_sequence, request.model, req, out);
 }
 

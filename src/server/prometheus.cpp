@@ -140,6 +140,39 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
   return w.take();
 }
 
+std::string render_lora_metrics(const MetricsSnapshot& m, const std::vector<LoraAdapterInfo>& loaded,
+                                const std::string& model_name, double now_unix_seconds) {
+  if (loaded.empty() && m.lora_requests.empty()) return "";
+  Writer w(model_name);
+  std::string running, waiting;
+  for (const LoraRequestCounts& c : m.lora_requests) {
+    if (c.running > 0) running += (running.empty() ? "" : ",") + c.name;
+    if (c.waiting > 0) waiting += (waiting.empty() ? "" : ",") + c.name;
+  }
+  w.header("vllm:lora_requests_info", "gauge", "LoRA adapters with running and waiting requests (labels); the time.");
+  w.sample("vllm:lora_requests_info",
+           fmt::format(",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\",max_lora=\"{}\"",
+                       escape_label_value(running), escape_label_value(waiting), m.max_loras),
+           fmt::format("{:.3f}", now_unix_seconds));
+  if (!m.lora_requests.empty()) {
+    w.header("tessera:lora_requests_running", "gauge", "Requests of a LoRA adapter scheduled and not finished.");
+    for (const LoraRequestCounts& c : m.lora_requests) {
+      w.sample("tessera:lora_requests_running", fmt::format(",lora_name=\"{}\"", escape_label_value(c.name)), c.running);
+    }
+    w.header("tessera:lora_requests_waiting", "gauge", "Requests of a LoRA adapter not yet scheduled.");
+    for (const LoraRequestCounts& c : m.lora_requests) {
+      w.sample("tessera:lora_requests_waiting", fmt::format(",lora_name=\"{}\"", escape_label_value(c.name)), c.waiting);
+    }
+  }
+  if (!loaded.empty()) {
+    w.header("tessera:lora_load_seconds", "gauge", "Time a loaded LoRA adapter took to read and check (seconds).");
+    for (const LoraAdapterInfo& a : loaded) {
+      w.sample("tessera:lora_load_seconds", fmt::format(",lora_name=\"{}\"", escape_label_value(a.name)), a.load_seconds);
+    }
+  }
+  return w.take();
+}
+
 std::string render_vllm_compatible(const MetricsSnapshot& m, const ModelInfo& info,
                                    const std::string& model_name) {
   Writer w(model_name);

@@ -32,6 +32,14 @@ std::string render_prometheus(const MetricsSnapshot& metrics, const ServerCounte
 std::string render_vllm_compatible(const MetricsSnapshot& metrics, const ModelInfo& info,
                                    const std::string& model_name);
 
+// LoRA adapters (nothing when none is loaded and none has requests):
+//   vllm:lora_requests_info{running_lora_adapters, waiting_lora_adapters, max_lora} = the time (Unix
+//     seconds), vLLM's gauge: the adapters with running / waiting requests, comma-separated
+//   tessera:lora_requests_running / _waiting{lora_name}   gauges, per adapter with requests
+//   tessera:lora_load_seconds{lora_name}                  gauge, per loaded adapter: its load time
+std::string render_lora_metrics(const MetricsSnapshot& metrics, const std::vector<LoraAdapterInfo>& loaded,
+                                const std::string& model_name, double now_unix_seconds);
+
 // Escapes a label value (\\, \", \n) for the text format.
 std::string escape_label_value(const std::string& value);
 

@@ -61,6 +61,7 @@ struct GenerateSpec {
   bool return_logprobs = false;         // completions: logprobs != null; chat: logprobs == true
   int32_t num_top_logprobs = 0;         // alternatives per token (0 = only the chosen one)
   std::string cache_salt;               // prefix-cache isolation key
+  std::string lora_name;                // the LoRA adapter `model` named ("" = the base model; lora_routes.h)
   ChatToolSpec chat;                    // chat: messages/tools JSON for the template, tool choice
 };
 

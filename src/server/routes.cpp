@@ -6,7 +6,8 @@
 //   /v1/responses                            POST   on a worker (handle_responses)
 //   /v1/responses/{id}                       GET, DELETE  at once (the stored answers)
 //   /tokenize, /detokenize, /apply-template  POST   on a worker (tokenizing may take a while)
-//   /v1/models, /v1/models/{id}              GET    at once
+//   /v1/models, /v1/models/{id}              GET    at once (the base model and its LoRA adapters)
+//   /v1/load_lora_adapter, /v1/unload_lora_adapter  POST  on a worker (lora_routes.h)
 //   /health, /metrics                        GET    at once
 //   /v1/loads, /loads, /server_info, /version GET   at once (backend_contract.h)
 //   /, /index.html                           GET    at once: the chat page (webui.h), without
@@ -14,11 +15,13 @@
 // A known route with another method is a 405, anything else a 404. The request body is read as
 // JSON whatever its Content-Type says (curl -d sends application/x-www-form-urlencoded), as vLLM
 // and llama.cpp do.
+#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "server/lora_routes.h"
 #include "server/protocol_response.h"
 #include "server/server_state.h"
 #include "server/webui.h"
@@ -47,9 +50,10 @@ json model_card(const ServerState& state) {
               {"root", std::filesystem::path(info.path).filename().string()}, {"max_model_len", info.context_length}};
 }
 
+// The base model or a loaded adapter (the tokenizer is the base model's either way).
 std::optional<ApiError> check_model(const ServerState& state, const std::string& model) {
-  if (model.empty() || model == state.config.served_model_name) return std::nullopt;
-  return ApiError{ErrorType::kModelNotFound, fmt::format("The model `{}` does not exist.", model), "model"};
+  std::string lora_name;
+  return resolve_model(state, model, /*strict=*/true, &lora_name);
 }
 
 HttpResponse tokenize(ServerState& state, const HttpRequest& req) {
@@ -113,7 +117,9 @@ HttpResponse metrics(const ServerState& state) {
   res.content_type = "text/plain; version=0.0.4; charset=utf-8";
   const MetricsSnapshot m = state.engine().metrics();
   res.body = render_prometheus(m, state.counters(), state.config.served_model_name) +
-             render_vllm_compatible(m, state.engine().model_info(), state.config.served_model_name);
+             render_vllm_compatible(m, state.engine().model_info(), state.config.served_model_name) +
+             render_lora_metrics(m, state.engine().lora_adapters(), state.config.served_model_name,
+                                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   return res;
 }
 
@@ -229,20 +235,27 @@ Routed route(ServerState& state, const HttpRequest& req) {
     want = "POST";
   } else if (path == "/v1/models") {
     if (get) {
-      return now(json_response(dump_json(json{{"object", "list"}, {"data", json::array({model_card(state)})}, {"has_more", false},
+      json data = json::array({model_card(state)});
+      for (json& card : lora_model_cards(state)) data.push_back(std::move(card));
+      const std::string last_id = data.back()["id"];
+      return now(json_response(dump_json(json{{"object", "list"}, {"data", std::move(data)}, {"has_more", false},
                                               {"first_id", state.config.served_model_name},
-                                              {"last_id", state.config.served_model_name}})));
+                                              {"last_id", last_id}})));
     }
     want = "GET";
   } else if (path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
     if (get) {
       const std::string id = path.substr(11);
+      if (auto card = lora_model_card(state, id)) return now(json_response(dump_json(*card)));
       if (id != state.config.served_model_name) {
         return now(error_response({ErrorType::kModelNotFound, fmt::format("The model `{}` does not exist.", id), "model"}));
       }
       return now(json_response(dump_json(model_card(state))));
     }
     want = "GET";
+  } else if (path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter") {
+    if (post) return Routed{std::nullopt, blocking(state, path == "/v1/load_lora_adapter" ? load_lora_adapter : unload_lora_adapter)};
+    want = "POST";
   } else if (path == "/health") {
     if (get) return now(health(state));
     want = "GET";

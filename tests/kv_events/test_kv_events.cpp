@@ -103,6 +103,25 @@ TEST(KvEventEncoder, DecodesBack) {
   msgpack_unpacked_destroy(&msg);
 }
 
+TEST(KvEventEncoder, LoraBlockCarriesItsAdapter) {
+  KvEventBatch b;
+  b.block_size = 16;
+  KvCacheEvent stored{KvCacheEvent::Kind::kBlockStored, 9, std::nullopt, std::vector<int32_t>(16, 3)};
+  stored.lora_name = "sql";
+  stored.lora_id = 7;
+  b.events.push_back(stored);
+  const std::string bytes = encode_event_batch(b);
+  msgpack_unpacked msg;
+  msgpack_unpacked_init(&msg);
+  size_t off = 0;
+  ASSERT_EQ(msgpack_unpack_next(&msg, bytes.data(), bytes.size(), &off), MSGPACK_UNPACK_SUCCESS);
+  const msgpack_object& e = msg.data.via.array.ptr[1].via.array.ptr[0];
+  ASSERT_EQ(e.via.array.size, 8u);
+  EXPECT_EQ(e.via.array.ptr[5].via.u64, 7u);            // lora_id
+  EXPECT_EQ(str_of(e.via.array.ptr[7]), "sql");         // lora_name
+  msgpack_unpacked_destroy(&msg);
+}
+
 TEST(KvEventEncoder, SequenceNumberAndTopic) {
   const auto s = encode_sequence_number(0x0102030405060708ull);
   EXPECT_EQ((std::array<uint8_t, 8>{1, 2, 3, 4, 5, 6, 7, 8}), s);

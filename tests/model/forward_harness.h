@@ -51,6 +51,13 @@ class SingleSequence {
     batch.attn.block_table_indices = blocks_.data();
     batch.attn.slot_mapping = slots.data();
     batch.logits_rows = rows;
+    std::vector<int32_t> lora_rows;  // every row through the adapter, when one is set
+    const LoraSegment segment{adapter_, 0, adapter_ ? n : 0};
+    if (adapter_ != nullptr) {
+      for (int32_t i = 0; i < n; ++i) lora_rows.push_back(i);
+      batch.lora_rows = lora_rows;
+      batch.lora_segments = {&segment, 1};
+    }
     std::vector<float> logits(rows.size() * static_cast<size_t>(model_.config().vocab_size));
     model_.forward(batch, kv_, ws_, pool_, logits.data());
     num_cached_ = seq_len;
@@ -58,6 +65,8 @@ class SingleSequence {
   }
 
   int32_t num_cached() const { return num_cached_; }
+  // A LoRA adapter every later chunk runs through (null: the base model).
+  void set_adapter(const LoraAdapter* adapter) { adapter_ = adapter; }
 
  private:
   const LlamaModel& model_;
@@ -67,7 +76,24 @@ class SingleSequence {
   ForwardWorkspace ws_;
   std::vector<int32_t> blocks_;
   int32_t num_cached_ = 0;
+  const LoraAdapter* adapter_ = nullptr;
 };
+
+// Every position's logits of `tokens` fed through `seq` as consecutive chunks of the given sizes
+// (which must sum to tokens.size()): [tokens.size()][vocab].
+inline std::vector<std::vector<float>> feed_in_chunks(SingleSequence& seq, const std::vector<int32_t>& tokens,
+                                                      const std::vector<size_t>& chunks, int32_t vocab) {
+  const auto v = static_cast<size_t>(vocab);
+  std::vector<std::vector<float>> out;
+  size_t start = 0;
+  for (size_t chunk : chunks) {
+    const std::vector<int32_t> part(tokens.begin() + start, tokens.begin() + start + chunk);
+    const std::vector<float> rows = seq.feed_rows(part);
+    for (size_t r = 0; r < chunk; ++r) out.emplace_back(rows.begin() + r * v, rows.begin() + (r + 1) * v);
+    start += chunk;
+  }
+  return out;
+}
 
 inline int32_t argmax(const std::vector<float>& v) {
   int32_t best = 0;

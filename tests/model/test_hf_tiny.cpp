@@ -39,16 +39,7 @@ Golden load_golden(const std::string& name) {
 // Every position's logits, fed as chunks of 5, 1, 17, 1, 1 and 39 tokens (prefill and decode).
 std::vector<std::vector<float>> run_all_positions(const LlamaModel& model, const std::vector<int32_t>& tokens) {
   testing::SingleSequence seq(model, 128, 16);
-  const auto vocab = static_cast<size_t>(model.config().vocab_size);
-  std::vector<std::vector<float>> out;
-  size_t start = 0;
-  for (size_t chunk : {5u, 1u, 17u, 1u, 1u, 39u}) {
-    const std::vector<int32_t> part(tokens.begin() + start, tokens.begin() + start + chunk);
-    const std::vector<float> rows = seq.feed_rows(part);
-    for (size_t r = 0; r < chunk; ++r) out.emplace_back(rows.begin() + r * vocab, rows.begin() + (r + 1) * vocab);
-    start += chunk;
-  }
-  return out;
+  return testing::feed_in_chunks(seq, tokens, {5, 1, 17, 1, 1, 39}, model.config().vocab_size);
 }
 
 // A copy of an F32 file with every 2-D tensor in Q8_0 (tessera's own quantizer).
