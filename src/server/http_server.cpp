@@ -182,11 +182,20 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   // request being handled gets its answer with Connection: close.
   for (const auto& c : s.open_connections()) c->close_if_idle();
   if (s.state.ready()) s.state.engine().shutdown(grace);  // in-flight requests finish until the deadline, the rest abort
-  // Let handlers write the last events of what finished or was aborted (a slow reader is cut at
-  // the end of this, at most half a second).
-  const auto flush_deadline = std::max(Clock::now(), deadline) + std::chrono::milliseconds(500);
-  while (s.state.num_in_flight.load() > 0 && Clock::now() < flush_deadline) {
+  // Let handlers write the last events of what finished or was aborted. Half a second with no
+  // handler ending cuts the rest (a slow reader); while they keep ending (a loaded host runs the
+  // handlers of many cut streams one after another) they get up to 2 s past the deadline.
+  const auto after_deadline = std::max(Clock::now(), deadline);
+  const auto hard_deadline = after_deadline + std::chrono::seconds(2);
+  auto flush_deadline = after_deadline + std::chrono::milliseconds(500);
+  int64_t in_flight = s.state.num_in_flight.load();
+  while (in_flight > 0 && Clock::now() < flush_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const int64_t now_in_flight = s.state.num_in_flight.load();
+    if (now_in_flight < in_flight) {  // progress: another half second, within the hard deadline
+      flush_deadline = std::min(hard_deadline, Clock::now() + std::chrono::milliseconds(500));
+    }
+    in_flight = now_in_flight;
   }
   stop();
 }
