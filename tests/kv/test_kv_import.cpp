@@ -5,27 +5,14 @@
 #include <numeric>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_test_seq.h"
 
 namespace tessera::kv {
 namespace {
 
-using V = std::vector<int32_t>;
-
-struct TestSeq {
-  int64_t id;
-  V tokens;
-  std::vector<BlockHash> hashes;
-  TestSeq(int64_t seq_id, V token_ids, int32_t block_size) : id(seq_id), tokens(std::move(token_ids)) {
-    extend_block_hashes(hashes, tokens, block_size, 0);
-  }
-  SeqTokens view() const { return {id, tokens, hashes, 0}; }
-};
-
-V iota(int32_t n, int32_t start) {
-  V v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), start);
-  return v;
-}
+using kvtest::iota;
+using kvtest::TestSeq;
+using kvtest::V;
 
 TEST(KvImport, ContinuesThePoolsChainAndIsFoundByAdmission) {
   KvCacheManager kv({.num_blocks = 11, .block_size = 4, .enable_prefix_caching = true});
