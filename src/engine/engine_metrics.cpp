@@ -80,7 +80,7 @@ void EngineMetrics::publish(const sched::SchedulerStats& st, const speculative::
   published_ = m;
 }
 
-std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, int32_t block_size,
+std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent>& records, int32_t block_size,
                                            std::vector<KvCacheEvent> disk_events) {
   if (records.empty() && disk_events.empty()) return std::nullopt;
   KvEventBatch batch;

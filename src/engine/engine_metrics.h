@@ -38,9 +38,10 @@ class EngineMetrics {
   MetricsSnapshot published_;
 };
 
-// The block pool's record (drained) as one public batch, the disk tier's events (medium DISK)
-// after it; nullopt when both are empty.
-std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent> records, int32_t block_size,
+// The block pool's record (drained) as one public batch, events[i] made from records[i], the disk
+// tier's events (medium DISK) after them; nullopt when both are empty. The records' token ids are
+// moved into the events (no copy per step); every other field stays for later readers (LoRA names).
+std::optional<KvEventBatch> kv_event_batch(std::vector<kv::BlockEvent>& records, int32_t block_size,
                                            std::vector<KvCacheEvent> disk_events = {});
 
 }  // namespace tessera
