@@ -138,6 +138,25 @@ def test_all_three_apis_select_the_adapter(lora_server):
         assert text == expect
 
 
+def test_real_clients_select_the_adapter(lora_server):
+    # The openai and anthropic SDKs, as a user would call them: the adapter is a model id.
+    import anthropic
+    import openai
+    base = lora_server.base
+    q = "Name a fruit."
+    oai = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
+    cards = {m.id: m for m in oai.models.list().data}
+    assert set(cards) == {"smol", "a", "b"} and cards["a"].model_extra["parent"] == "smol"
+    expect = chat(base, "a", q)["choices"][0]["message"]["content"]
+    got = oai.chat.completions.create(model="a", messages=[{"role": "user", "content": q}], max_tokens=20, temperature=0)
+    assert got.model == "a" and got.choices[0].message.content == expect
+    got = oai.responses.create(model="a", input=q, max_output_tokens=20, temperature=0)
+    assert got.output_text == expect
+    ant = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=300)
+    msg = ant.messages.create(model="a", max_tokens=20, extra_body={"temperature": 0}, messages=[{"role": "user", "content": q}])
+    assert msg.model == "a" and msg.content[0].text == expect
+
+
 def test_structured_output_with_adapter(lora_server):
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"], "additionalProperties": False}
