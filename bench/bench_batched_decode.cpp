@@ -11,6 +11,10 @@
 //                                      [--kv-dtype f16|f32|q8] (our KV cache; the peer's stays f16)
 //                                      [--profile] (per-op ms per decode step and per prefill step for
 //                                      each B, last round)
+//                                      [--loras F1,F2,...] [--adapter-counts 0,1,2,4,8]: LoRA mixed
+//                                      batches instead: each B with its requests spread round-robin
+//                                      over the first k adapters (0 = all on the base model), rounds
+//                                      interleaved; tok/s and tok per CPU s, and each vs k = 0 per round
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +62,63 @@ std::string profile_table(profile::Phase phase) {
   return out + line;
 }
 
+// --loras' i-th file is served as "l<i>".
+std::string adapter_name(int32_t i) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "l%d", i);
+  return buf;
+}
+
+// The decode phase of one set: B x (out - 1) tokens from the moment the last sequence got its
+// first token to the last token; {tok/s, tok per CPU second}.
+std::pair<double, double> decode_rates(const std::vector<Timed>& t, int32_t b, int32_t out) {
+  double first = 0, last = 0, first_cpu = 0, last_cpu = 0;
+  for (const Timed& x : t) {
+    if (x.first_ms > first) first = x.first_ms, first_cpu = x.first_cpu_s;
+    if (x.last_ms > last) last = x.last_ms, last_cpu = x.last_cpu_s;
+  }
+  return {b * (out - 1) / ((last - first) / 1000.0), b * (out - 1) / (last_cpu - first_cpu)};
+}
+
+// --loras: each B with its requests spread over k adapters, k = 0 (the base model) first in every
+// round; the ratios to k = 0 are taken round by round.
+int run_lora_mix(Engine& e, const SamplingParams& p, const std::vector<int32_t>& batches,
+                 const std::vector<int32_t>& counts, int32_t num_loras, int32_t rounds, int32_t in, int32_t out) {
+  std::map<std::pair<int32_t, int32_t>, std::vector<std::pair<double, double>>> rate;  // (B, k) -> per round
+  for (int32_t r = 0; r < rounds; ++r) {
+    for (int32_t b : batches) {
+      const auto prompts = random_prompts(b, in, e.model_info().vocab_size, 1000 + r * 64 + b);
+      for (int32_t k : counts) {
+        std::vector<std::string> names(static_cast<size_t>(b));
+        for (int32_t i = 0; i < b && k > 0; ++i) names[static_cast<size_t>(i)] = adapter_name(i % std::min(k, num_loras));
+        rate[{b, k}].push_back(decode_rates(run_set(e, prompts, p, names), b, out));
+        std::fprintf(stderr, "round %d B=%d adapters=%d: %.1f tok/s (%.1f tok per CPU s)\n", r, b, k,
+                     rate[{b, k}].back().first, rate[{b, k}].back().second);
+      }
+    }
+  }
+  std::printf("LoRA mixed batches: %d in / %d out, %d rounds (median (min-max); ratios per round vs the base model)\n",
+              in, out, rounds);
+  std::printf("%4s %9s %24s %20s %24s %20s\n", "B", "adapters", "decode tok/s", "vs base", "tok per CPU s", "vs base");
+  for (int32_t b : batches) {
+    const auto& base = rate[{b, counts.front()}];
+    for (int32_t k : counts) {
+      std::vector<double> wall, cpu, wall_r, cpu_r;
+      const auto& v = rate[{b, k}];
+      for (size_t i = 0; i < v.size(); ++i) {
+        wall.push_back(v[i].first);
+        cpu.push_back(v[i].second);
+        wall_r.push_back(v[i].first / base[i].first);
+        cpu_r.push_back(v[i].second / base[i].second);
+      }
+      std::printf("%4d %9d %24s %20s %24s %20s\n", b, k, fmt_summary(summarize(wall)).c_str(),
+                  fmt_summary(summarize(wall_r), "%.2f").c_str(), fmt_summary(summarize(cpu)).c_str(),
+                  fmt_summary(summarize(cpu_r), "%.2f").c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,6 +128,8 @@ int main(int argc, char** argv) {
   std::string kv_dtype = "f16";
   int32_t block_size = 16;
   std::vector<int32_t> batches = {1, 2, 4, 8, 16, 32};
+  std::vector<std::string> loras;
+  std::vector<int32_t> adapter_counts = {0, 1, 2, 4, 8};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -79,13 +142,21 @@ int main(int argc, char** argv) {
     else if (a == "--kv-dtype") kv_dtype = next();
     else if (a == "--profile") profile_ops = true;
     else if (a == "--block-size") block_size = std::atoi(next().c_str());
-    else if (a == "--batches") {
+    else if (a == "--loras") {
+      std::stringstream ss(next());
+      for (std::string x; std::getline(ss, x, ',');) loras.push_back(x);
+    } else if (a == "--adapter-counts") {
+      adapter_counts.clear();
+      std::stringstream ss(next());
+      for (std::string x; std::getline(ss, x, ',');) adapter_counts.push_back(std::atoi(x.c_str()));
+    } else if (a == "--batches") {
       batches.clear();
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) batches.push_back(std::atoi(x.c_str()));
     } else {
       std::fprintf(stderr, "usage: bench_batched_decode [--model M] [--rounds N] [--threads T] [--batches 1,2,4]"
-                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8] [--block-size 16] [--profile]\n");
+                           " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8] [--block-size 16] [--profile]"
+                           " [--loras F1,F2,... [--adapter-counts 0,1,2,4,8]]\n");
       return 2;
     }
   }
@@ -100,6 +171,8 @@ int main(int argc, char** argv) {
   c.enable_prefix_caching = false;
   c.kv_dtype = kv_dtype;
   c.block_size = block_size;
+  for (size_t i = 0; i < loras.size(); ++i) c.lora_modules.push_back({adapter_name(static_cast<int32_t>(i)), loras[i]});
+  c.max_loras = std::max<int32_t>(1, static_cast<int32_t>(loras.size()));
   auto engine = Engine::create(c);
   if (!engine) {
     std::fprintf(stderr, "error: %s\n", engine.error().message.c_str());
@@ -110,6 +183,7 @@ int main(int argc, char** argv) {
   p.temperature = 0.0f;
   p.max_tokens = out;
   p.ignore_eos = true;
+  if (!loras.empty()) return run_lora_mix(e, p, batches, adapter_counts, static_cast<int32_t>(loras.size()), rounds, in, out);
   std::map<int32_t, std::vector<double>> ours, theirs;
   std::map<int32_t, std::vector<double>> ours_cpu;  // decode tokens per CPU second of the process
   std::map<int32_t, std::string> profiles;  // B -> the decode op table of the last round

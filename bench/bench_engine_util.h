@@ -39,12 +39,13 @@ inline double ms_since(std::chrono::steady_clock::time_point t) {
 // one unfinished stream (the engine emits every sequence's token of a step together, so one
 // wake-up per step serves them all) instead of polling on a timer: on a 2-core machine a polling
 // client wakes 10,000 times a second and takes a core from the engine each time.
+// lora_names: request i's adapter (empty, or "" for a request: the base model).
 inline std::vector<Timed> run_set(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                                  const SamplingParams& params) {
+                                  const SamplingParams& params, const std::vector<std::string>& lora_names = {}) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& p : prompts) {
-    auto s = engine.submit({p, params, ""});
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto s = engine.submit({prompts[i], params, "", i < lora_names.size() ? lora_names[i] : ""});
     if (!s.ok()) {
       std::fprintf(stderr, "request refused: %s\n", s.error().message.c_str());
       std::exit(1);

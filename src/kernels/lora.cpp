@@ -2,166 +2,229 @@
 #include "kernels/lora.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "util/check.h"
+#include "util/fp16.h"
 
 namespace tessera::kernels {
 namespace {
 
 constexpr int64_t kLanes = 16;
-constexpr int32_t kMaxRank = 1024;  // the u[] of one row lives on the stack
+constexpr int32_t kMaxRank = 1024;
+// Rows whose shrink shares one pass over an A row (their lane sums stay in registers).
+constexpr int64_t kBlockRows = 4;
+// Outputs per expand item: a multiple of kLanes; rank x 128 floats of Bt stay in L1 for all rows.
+constexpr int64_t kExpandRange = 128;
+// Jobs planned together (segments x targets sharing an input: 8 adapters x q, k, v = 24); more
+// are split into several plans.
+constexpr size_t kMaxJobs = 64;
 
-// GCC on x86-64 builds an AVX2 clone of the hot loops next to the baseline one and pick it
-// once at load (ifunc); lanes and outputs are independent, so both clones give the same bits. The
-// scalar-only build (TESSERA_FORCE_SCALAR) has the baseline one alone.
+// GCC on x86-64 builds AVX-512 and AVX2 clones of the hot loops next to the baseline one and picks
+// one once at load (ifunc); lanes and outputs are independent and nothing is contracted into an
+// fma (-ffp-contract=off), so every clone gives the same bits. The scalar-only build
+// (TESSERA_FORCE_SCALAR) has the baseline one alone.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TESSERA_FORCE_SCALAR)
-#define TESSERA_LORA_CLONES __attribute__((target_clones("avx2", "default")))
+#define TESSERA_LORA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TESSERA_LORA_CLONES
 #endif
 
-// u = scale * dot16(a, x): 16 lane sums, folded pairwise, then the tail (lora.h).
+// 16 floats as one GCC generic vector: each clone lowers it to its widest registers (one zmm, two
+// ymm, four xmm); + and * stay separate lane-wise IEEE operations, the scalar twin's.
+// V16u: the same, at any float address (unaligned loads and stores).
+typedef float V16 __attribute__((vector_size(64)));
+typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
+static_assert(sizeof(V16) == kLanes * sizeof(float));
+#define TESSERA_LOAD16(p) (*reinterpret_cast<const V16u*>(p))
+
+// out[i] = scale * dot16(a, xs[i]) for nb <= kBlockRows rows (lora.h's order; the rows only share
+// the loads of a).
 TESSERA_LORA_CLONES
-float shrink_one(const float* __restrict a, const float* __restrict x, int64_t n_in, float scale) {
+void shrink_rows(const float* __restrict a, const float* const* xs, int64_t nb, int64_t n_in, float scale, float* out) {
   const int64_t main = n_in / kLanes * kLanes;
-  float acc[kLanes] = {};
+  V16 acc[kBlockRows] = {};
   for (int64_t c = 0; c < main; c += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[c + l] * x[c + l];
+    const V16 va = TESSERA_LOAD16(a + c);
+    for (int64_t r = 0; r < nb; ++r) acc[r] += va * TESSERA_LOAD16(xs[r] + c);
   }
-  for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
-    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  }
-  float s = acc[0];
-  for (int64_t c = main; c < n_in; ++c) s += a[c] * x[c];
-  return scale * s;
-}
-
-// y[o] += sum_j u[j] * bt[j][o] for o in [o0, o1), j ascending.
-TESSERA_LORA_CLONES
-void expand_range(const float* __restrict u, const float* __restrict bt, int32_t rank, int64_t n_out, int64_t o0,
-                  int64_t o1, float* __restrict y) {
-  for (int32_t j = 0; j < rank; ++j) {
-    const float uj = u[j];
-    const float* __restrict b = bt + static_cast<int64_t>(j) * n_out;
-    for (int64_t o = o0; o < o1; ++o) y[o] += uj * b[o];
+  for (int64_t r = 0; r < nb; ++r) {
+    float lane[kLanes];
+    std::memcpy(lane, &acc[r], sizeof lane);
+    for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
+      for (int64_t l = 0; l < w; ++l) lane[l] += lane[l + w];
+    }
+    float s = lane[0];
+    for (int64_t c = main; c < n_in; ++c) s += a[c] * xs[r][c];
+    out[r] = scale * s;
   }
 }
 
-// Up to kBlockRows rows at once: each A row and each B row is read once for the block, and every
-// row's sums run in the order of lora.h (shrink_one, expand_range): the same bits; the rows only
-// share the loads.
-constexpr int64_t kBlockRows = 4;
-
+// y[o] += u[j] * b[j][o] for j = 0 .. rank-1 in order, o in [0, n); b rows `ld` floats apart. Each
+// group of 16 outputs stays in a register over the rank (one load and one store of y).
 TESSERA_LORA_CLONES
-void apply_block(const LoraPair& p, const float* const* xs, float* const* ys, int64_t nb) {
-  float u[kBlockRows][kMaxRank];
-  const int64_t main = p.n_in / kLanes * kLanes;
-  for (int32_t j = 0; j < p.rank; ++j) {
-    const float* __restrict a = p.a + static_cast<int64_t>(j) * p.n_in;
-    float acc[kBlockRows][kLanes] = {};
-    for (int64_t c = 0; c < main; c += kLanes) {
-      for (int64_t r = 0; r < nb; ++r) {
-        const float* __restrict x = xs[r];
-        for (int64_t l = 0; l < kLanes; ++l) acc[r][l] += a[c + l] * x[c + l];
+void expand_row(const float* __restrict u, const float* __restrict b, int64_t ld, int32_t rank, float* __restrict y,
+                int64_t n) {
+  const int64_t main = n / kLanes * kLanes;
+  for (int64_t o = 0; o < main; o += kLanes) {
+    V16 acc = TESSERA_LOAD16(y + o);
+    for (int32_t j = 0; j < rank; ++j) acc += u[j] * TESSERA_LOAD16(b + j * ld + o);
+    *reinterpret_cast<V16u*>(y + o) = acc;
+  }
+  for (int64_t o = main; o < n; ++o) {
+    float acc = y[o];
+    for (int32_t j = 0; j < rank; ++j) acc += u[j] * b[j * ld + o];
+    y[o] = acc;
+  }
+}
+
+// Row `row` of a [*][cols] f32 or f16 matrix, columns [c0, c0 + n), as f32: the matrix itself
+// (f32) or `buf` filled with the exact conversion (f16).
+const float* f32_span(const LoraPair& p, const void* m, int64_t cols, int64_t row, int64_t c0, int64_t n, float* buf) {
+  if (p.dtype == DType::F32) return static_cast<const float*>(m) + row * cols + c0;
+  dequantize_row(DType::F16, static_cast<const uint16_t*>(m) + row * cols + c0, buf, n);
+  return buf;
+}
+
+void check_job(const LoraJob& job) {
+  TESSERA_CHECK(job.pair != nullptr && job.x != nullptr && job.y != nullptr, "LoRA job without a pair, x or y");
+  const LoraPair& p = *job.pair;
+  TESSERA_CHECK(p.rank > 0 && p.rank <= kMaxRank && p.a != nullptr && p.bt != nullptr && p.n_in > 0 && p.n_out > 0 &&
+                    (p.dtype == DType::F32 || p.dtype == DType::F16),
+                "LoRA pair: rank {} (1..{}), n_in {}, n_out {}, dtype {}", p.rank, kMaxRank, p.n_in, p.n_out,
+                dtype_name(p.dtype));
+}
+
+// The item layout of one call: job i's shrink items are [shrink_at[i], shrink_at[i + 1]) (one per
+// rank row), its expand items [expand_at[i], expand_at[i + 1]) (one per kExpandRange outputs), its
+// u values [u_at[i], u_at[i] + rows * rank) (row-major: u[row][j]).
+struct Plan {
+  std::span<const LoraJob> jobs;
+  int64_t shrink_at[kMaxJobs + 1];
+  int64_t expand_at[kMaxJobs + 1];
+  int64_t u_at[kMaxJobs + 1];
+  float* u;
+
+  static size_t job_of(const int64_t* at, size_t n, int64_t item) {
+    size_t i = 0;
+    while (i + 1 < n && at[i + 1] <= item) ++i;
+    return i;
+  }
+
+  void shrink(int64_t k0, int64_t k1, std::vector<float>& buf) const {
+    for (int64_t k = k0; k < k1; ++k) {
+      const size_t i = job_of(shrink_at, jobs.size(), k);
+      const LoraJob& job = jobs[i];
+      const LoraPair& p = *job.pair;
+      const int64_t j = k - shrink_at[i];
+      if (buf.size() < static_cast<size_t>(p.n_in)) buf.resize(static_cast<size_t>(p.n_in));
+      const float* a = f32_span(p, p.a, p.n_in, j, 0, p.n_in, buf.data());
+      const auto n = static_cast<int64_t>(job.rows.size());
+      for (int64_t r0 = 0; r0 < n; r0 += kBlockRows) {
+        const int64_t nb = std::min(kBlockRows, n - r0);
+        const float* xs[kBlockRows];
+        float out[kBlockRows];
+        for (int64_t r = 0; r < nb; ++r) xs[r] = job.x + int64_t{job.rows[static_cast<size_t>(r0 + r)]} * p.n_in;
+        shrink_rows(a, xs, nb, p.n_in, p.scale, out);
+        for (int64_t r = 0; r < nb; ++r) u[u_at[i] + (r0 + r) * p.rank + j] = out[r];
       }
     }
-    for (int64_t r = 0; r < nb; ++r) {
-      for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
-        for (int64_t l = 0; l < w; ++l) acc[r][l] += acc[r][l + w];
+  }
+
+  // buf: the f16 pairs' Bt columns of one item as f32 ([rank][kExpandRange]).
+  void expand(int64_t k0, int64_t k1, std::vector<float>& buf) const {
+    for (int64_t k = k0; k < k1; ++k) {
+      const size_t i = job_of(expand_at, jobs.size(), k);
+      const LoraJob& job = jobs[i];
+      const LoraPair& p = *job.pair;
+      const int64_t o0 = (k - expand_at[i]) * kExpandRange, len = std::min(kExpandRange, p.n_out - o0);
+      const float* b = nullptr;
+      int64_t ld = p.n_out;
+      if (p.dtype == DType::F32) {
+        b = static_cast<const float*>(p.bt) + o0;
+      } else {
+        if (buf.size() < static_cast<size_t>(p.rank * kExpandRange)) buf.resize(static_cast<size_t>(p.rank * kExpandRange));
+        for (int64_t j = 0; j < p.rank; ++j) f32_span(p, p.bt, p.n_out, j, o0, len, buf.data() + j * len);
+        b = buf.data();
+        ld = len;
       }
-      float s = acc[r][0];
-      for (int64_t c = main; c < p.n_in; ++c) s += a[c] * xs[r][c];
-      u[r][j] = p.scale * s;
+      for (size_t r = 0; r < job.rows.size(); ++r) {
+        expand_row(u + u_at[i] + static_cast<int64_t>(r) * p.rank, b, ld, p.rank, job.y + int64_t{job.rows[r]} * p.n_out + o0,
+                   len);
+      }
     }
   }
-  for (int32_t j = 0; j < p.rank; ++j) {
-    const float* __restrict b = p.bt + static_cast<int64_t>(j) * p.n_out;
-    for (int64_t r = 0; r < nb; ++r) {
-      const float uj = u[r][j];
-      float* __restrict y = ys[r];
-      for (int64_t o = 0; o < p.n_out; ++o) y[o] += uj * b[o];
-    }
-  }
-}
-
-
-void check_pair(const LoraPair& p) {
-  TESSERA_CHECK(p.rank > 0 && p.rank <= kMaxRank && p.a != nullptr && p.bt != nullptr && p.n_in > 0 && p.n_out > 0,
-                "LoRA pair: rank {} (1..{}), n_in {}, n_out {}", p.rank, kMaxRank, p.n_in, p.n_out);
-}
+};
 
 }  // namespace
 
-void lora_apply(const LoraPair& p, const float* x, std::span<const int32_t> rows, float* y, ThreadPool& pool) {
-  if (rows.empty()) return;
-  check_pair(p);
-  auto run = [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; i += kBlockRows) {
-      const float* xs[kBlockRows];
-      float* ys[kBlockRows];
-      const int64_t nb = std::min(kBlockRows, i1 - i);
-      for (int64_t r = 0; r < nb; ++r) {
-        const int64_t t = rows[static_cast<size_t>(i + r)];
-        xs[r] = x + t * p.n_in;
-        ys[r] = y + t * p.n_out;
-      }
-      apply_block(p, xs, ys, nb);
-    }
-  };
-  const auto n = static_cast<int64_t>(rows.size());
-  const int64_t threads = pool.num_threads();
-  // The adapter's bytes times the rows, against the same threshold the matmul uses.
-  const int64_t bytes = static_cast<int64_t>(p.rank) * (p.n_in + p.n_out) * 4;
-  if (bytes * n <= kMatmulInlineBytes || threads == 1) {
-    run(0, n);
-  } else if (n >= 2 * threads) {
-    pool.for_chunks(n, (n + threads - 1) / threads, run);
-  } else {
-    // Few rows (decode at small batch): split each row's work instead, the shrink over (row, j)
-    // and the expand over ranges of outputs. Every u[j] and y[o] is computed by the same code in
-    // the same order as in apply_block: the same bits.
-    thread_local std::vector<float> u;
-    if (u.size() < static_cast<size_t>(n * p.rank)) u.resize(static_cast<size_t>(n * p.rank));
-    float* ud = u.data();
-    const int64_t items = n * p.rank;
-    pool.for_chunks(items, (items + threads - 1) / threads, [&](int64_t k0, int64_t k1) {
-      for (int64_t k = k0; k < k1; ++k) {
-        const int64_t i = k / p.rank, j = k % p.rank;
-        ud[k] = shrink_one(p.a + j * p.n_in, x + int64_t{rows[static_cast<size_t>(i)]} * p.n_in, p.n_in, p.scale);
-      }
-    });
-    const int64_t per = (p.n_out + threads - 1) / threads;
-    const int64_t chunk = (per + kLanes - 1) / kLanes * kLanes;  // whole 16-float groups per range
-    pool.for_chunks(p.n_out, chunk, [&](int64_t o0, int64_t o1) {
-      for (int64_t i = 0; i < n; ++i) {
-        expand_range(ud + i * p.rank, p.bt, p.rank, p.n_out, o0, o1, y + int64_t{rows[static_cast<size_t>(i)]} * p.n_out);
-      }
-    });
+void lora_apply(std::span<const LoraJob> jobs, ThreadPool& pool) {
+  if (jobs.empty()) return;
+  if (jobs.size() > kMaxJobs) {  // many adapters in one step: a few calls of kMaxJobs jobs
+    lora_apply(jobs.first(kMaxJobs), pool);
+    return lora_apply(jobs.subspan(kMaxJobs), pool);
   }
+  thread_local std::vector<float> u;
+  Plan plan{jobs, {}, {}, {}, nullptr};
+  int64_t work_bytes = 0;  // adapter bytes times rows: what a single thread would stream
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    check_job(jobs[i]);
+    const LoraPair& p = *jobs[i].pair;
+    const auto rows = static_cast<int64_t>(jobs[i].rows.size());
+    plan.shrink_at[i + 1] = plan.shrink_at[i] + (rows > 0 ? p.rank : 0);
+    plan.expand_at[i + 1] = plan.expand_at[i] + (rows > 0 ? (p.n_out + kExpandRange - 1) / kExpandRange : 0);
+    plan.u_at[i + 1] = plan.u_at[i] + rows * p.rank;
+    work_bytes += rows * p.rank * (p.n_in + p.n_out) * static_cast<int64_t>(dtype_block_bytes(p.dtype));
+  }
+  const size_t n = jobs.size();
+  if (u.size() < static_cast<size_t>(plan.u_at[n])) u.resize(static_cast<size_t>(plan.u_at[n]));
+  plan.u = u.data();
+  const int64_t shrink_items = plan.shrink_at[n], expand_items = plan.expand_at[n];
+  const int threads = pool.num_threads();
+  if (threads == 1 || work_bytes <= kMatmulInlineBytes) {
+    thread_local std::vector<float> buf;
+    plan.shrink(0, shrink_items, buf);
+    plan.expand(0, expand_items, buf);
+    return;
+  }
+  // Dynamic chunks of a few items: the items differ in size (n_in, rows), and a thread slowed by
+  // its neighbour hands its share over.
+  pool.for_chunks(shrink_items, std::max<int64_t>(1, shrink_items / (4 * threads)), [&](int64_t k0, int64_t k1) {
+    thread_local std::vector<float> buf;
+    plan.shrink(k0, k1, buf);
+  });
+  pool.for_chunks(expand_items, std::max<int64_t>(1, expand_items / (4 * threads)), [&](int64_t k0, int64_t k1) {
+    thread_local std::vector<float> buf;
+    plan.expand(k0, k1, buf);
+  });
 }
 
-void lora_apply_ref(const LoraPair& p, const float* x, std::span<const int32_t> rows, float* y) {
-  check_pair(p);
+void lora_apply_ref(const LoraJob& job) {
+  check_job(job);
+  const LoraPair& p = *job.pair;
+  auto at = [&](const void* m, int64_t i) {
+    return p.dtype == DType::F32 ? static_cast<const float*>(m)[i] : fp16_to_fp32(static_cast<const uint16_t*>(m)[i]);
+  };
   std::vector<float> u(static_cast<size_t>(p.rank));
-  for (const int32_t t : rows) {
-    const float* xt = x + t * p.n_in;
-    float* yt = y + t * p.n_out;
+  for (const int32_t t : job.rows) {
+    const float* xt = job.x + t * p.n_in;
+    float* yt = job.y + t * p.n_out;
     for (int32_t j = 0; j < p.rank; ++j) {  // shrink: 16 lane sums, folded pairwise, then the tail
-      const float* a = p.a + static_cast<int64_t>(j) * p.n_in;
       float lane[kLanes] = {};
       const int64_t main = p.n_in / kLanes * kLanes;
-      for (int64_t c = 0; c < main; ++c) lane[c % kLanes] += a[c] * xt[c];
+      for (int64_t c = 0; c < main; ++c) lane[c % kLanes] += at(p.a, j * p.n_in + c) * xt[c];
       for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
         for (int64_t l = 0; l < w; ++l) lane[l] += lane[l + w];
       }
       float s = lane[0];
-      for (int64_t c = main; c < p.n_in; ++c) s += a[c] * xt[c];
+      for (int64_t c = main; c < p.n_in; ++c) s += at(p.a, j * p.n_in + c) * xt[c];
       u[static_cast<size_t>(j)] = p.scale * s;
     }
     for (int32_t j = 0; j < p.rank; ++j) {  // expand: rank-ordered sums into the output
-      for (int64_t o = 0; o < p.n_out; ++o) yt[o] += u[static_cast<size_t>(j)] * p.bt[j * p.n_out + o];
+      for (int64_t o = 0; o < p.n_out; ++o) yt[o] += u[static_cast<size_t>(j)] * at(p.bt, j * p.n_out + o);
     }
   }
 }

@@ -250,18 +250,22 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
                       seg.end <= static_cast<int32_t>(batch.lora_rows.size()),
                   "LoRA segment [{}, {}) of {} rows", seg.begin, seg.end, batch.lora_rows.size());
   }
+  std::vector<kernels::LoraJob> lora_jobs;  // one call's jobs: segments x targets of one input
+  lora_jobs.reserve(batch.lora_segments.size() * 3);
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    // After a base matmul of layer l's target t (input rows `in`, output rows `out`): each
-    // adapter's delta on its own rows (kernels/lora.h). No segments: nothing runs.
-    auto lora = [&](LoraTarget t, const float* in, float* out) {
+    // After the base matmuls of layer l that read one input: each adapter's delta on its own rows
+    // for those targets (kernels/lora.h), in one call for every segment. No segments: nothing runs.
+    auto lora = [&](const float* in, std::initializer_list<std::pair<LoraTarget, float*>> targets) {
+      lora_jobs.clear();
       for (const LoraSegment& seg : batch.lora_segments) {
-        const kernels::LoraPair& pair = seg.adapter->pair(l, t);
-        if (pair.empty()) continue;
-        kernels::lora_apply(pair, in, batch.lora_rows.subspan(static_cast<size_t>(seg.begin),
-                                                              static_cast<size_t>(seg.end - seg.begin)),
-                            out, pool);
+        const auto rows = batch.lora_rows.subspan(static_cast<size_t>(seg.begin), static_cast<size_t>(seg.end - seg.begin));
+        for (const auto& [t, out] : targets) {
+          const kernels::LoraPair& pair = seg.adapter->pair(l, t);
+          if (!pair.empty()) lora_jobs.push_back({&pair, in, out, rows});
+        }
       }
+      kernels::lora_apply(lora_jobs, pool);
     };
     // Attention block. q, k and v read the same normed rows: one quantization, one dispatch.
     {
@@ -272,9 +276,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       OpScope scope(Op::kQkv);
       const kernels::MatmulOut qkv[] = {{&w.wq, ws.q.data()}, {&w.wk, ws.k.data()}, {&w.wv, ws.v.data()}};
       kernels::matmul_group(qkv, h, num_tokens, pool);
-      lora(LoraTarget::kQ, h, ws.q.data());
-      lora(LoraTarget::kK, h, ws.k.data());
-      lora(LoraTarget::kV, h, ws.v.data());
+      lora(h, {{LoraTarget::kQ, ws.q.data()}, {LoraTarget::kK, ws.k.data()}, {LoraTarget::kV, ws.v.data()}});
     }
     if (c.has_qkv_bias) {
       OpScope scope(Op::kBias);
@@ -328,7 +330,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     {
       OpScope scope(Op::kWo);
       kernels::matmul(w.wo, ws.attn.data(), num_tokens, h, pool);
-      lora(LoraTarget::kO, ws.attn.data(), h);
+      lora(ws.attn.data(), {{LoraTarget::kO, h}});
     }
     if (c.has_post_norms) {
       OpScope scope(Op::kRmsnorm);
@@ -346,8 +348,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       OpScope scope(Op::kFfnGateUp);
       const kernels::MatmulOut gate_up[] = {{&w.w_gate, ws.gate.data()}, {&w.w_up, ws.up.data()}};
       kernels::matmul_group(gate_up, h, num_tokens, pool);
-      lora(LoraTarget::kGate, h, ws.gate.data());
-      lora(LoraTarget::kUp, h, ws.up.data());
+      lora(h, {{LoraTarget::kGate, ws.gate.data()}, {LoraTarget::kUp, ws.up.data()}});
     }
     {
       OpScope scope(Op::kSwiglu);
@@ -370,7 +371,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
     {
       OpScope scope(Op::kFfnDown);
       kernels::matmul(w.w_down, ws.gate.data(), num_tokens, h, pool);
-      lora(LoraTarget::kDown, ws.gate.data(), h);
+      lora(ws.gate.data(), {{LoraTarget::kDown, h}});
     }
     if (c.has_post_norms) {
       OpScope scope(Op::kRmsnorm);

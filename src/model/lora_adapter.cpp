@@ -1,6 +1,7 @@
 // Loading and checking a llama.cpp-format LoRA adapter GGUF (see lora_adapter.h).
 #include "model/lora_adapter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "kernels/quant.h"
 #include "util/dtype.h"
+#include "util/fp16.h"
 
 namespace tessera {
 
@@ -144,9 +146,10 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
     LoraTarget target;
     int32_t rank;
     std::vector<float> a, b;  // [rank][n_in], [n_out][rank]
+    bool half;                // both tensors F16 in the file: kept as f16 (exact, half the bytes)
   };
   std::vector<Loaded> loaded;
-  size_t total = 0;
+  size_t total32 = 0, total16 = 0;
   for (const auto& [name, p] : pairs) {
     int32_t layer = 0;
     LoraTarget target = LoraTarget::kQ;
@@ -190,13 +193,17 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
     if (!a) return fail(a.error().code, a.error().message);
     auto b = read_f32(*p.b);
     if (!b) return fail(b.error().code, b.error().message);
-    total += a->size() + b->size();
-    loaded.push_back({layer, target, static_cast<int32_t>(rank), std::move(*a), std::move(*b)});
+    const bool half = p.a->type == DType::F16 && p.b->type == DType::F16;
+    (half ? total16 : total32) += a->size() + b->size();
+    loaded.push_back({layer, target, static_cast<int32_t>(rank), std::move(*a), std::move(*b), half});
   }
 
-  // One buffer: A as read, B transposed to [rank][n_out] (the expand reads rows of it).
-  adapter->storage_.resize(total);
-  float* next = adapter->storage_.data();
+  // Two buffers (f32 pairs, f16 pairs): A as read, B transposed to [rank][n_out] (the expand reads
+  // rows of it). An f16 value read to f32 goes back to the same f16 bits.
+  adapter->storage_f32_.resize(total32);
+  adapter->storage_f16_.resize(total16);
+  float* next32 = adapter->storage_f32_.data();
+  uint16_t* next16 = adapter->storage_f16_.data();
   for (Loaded& l : loaded) {
     const TargetShape s = target_shape(base, l.target);
     kernels::LoraPair& pair = adapter->layers_[static_cast<size_t>(l.layer)][static_cast<size_t>(l.target)];
@@ -204,14 +211,22 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
     pair.n_in = s.n_in;
     pair.n_out = s.n_out;
     pair.scale = (*alpha > 0 ? static_cast<float>(*alpha) / static_cast<float>(l.rank) : 1.0f) * options.scale;
-    std::copy(l.a.begin(), l.a.end(), next);
-    pair.a = next;
-    next += l.a.size();
+    pair.dtype = l.half ? DType::F16 : DType::F32;
+    std::vector<float> bt(l.b.size());
     for (int64_t o = 0; o < s.n_out; ++o) {
-      for (int32_t j = 0; j < l.rank; ++j) next[j * s.n_out + o] = l.b[static_cast<size_t>(o * l.rank + j)];
+      for (int32_t j = 0; j < l.rank; ++j) bt[static_cast<size_t>(j * s.n_out + o)] = l.b[static_cast<size_t>(o * l.rank + j)];
     }
-    pair.bt = next;
-    next += l.b.size();
+    if (l.half) {
+      pair.a = next16;
+      next16 = std::transform(l.a.begin(), l.a.end(), next16, fp32_to_fp16);
+      pair.bt = next16;
+      next16 = std::transform(bt.begin(), bt.end(), next16, fp32_to_fp16);
+    } else {
+      pair.a = next32;
+      next32 = std::copy(l.a.begin(), l.a.end(), next32);
+      pair.bt = next32;
+      next32 = std::copy(bt.begin(), bt.end(), next32);
+    }
     adapter->max_rank_ = std::max(adapter->max_rank_, l.rank);
     adapter->num_targets_ += 1;
   }

@@ -9,8 +9,9 @@
 // Every refusal names the tensor or key and what was expected: wrong architecture or type, a
 // tensor the base model does not have, a lora_a without its lora_b, shapes (a transposed pair is
 // named as such), rank above the cap, NaN/Inf weights; a truncated file fails in the GGUF reader.
-// The weights are converted to f32 once at load (A as is, B transposed: the kernels' layout) and
-// the file is closed: an adapter is a few MB, and f32 keeps the peft reference exact.
+// The weights are copied once at load (A as is, B transposed: the kernels' layout) and the file is
+// closed: a pair whose two tensors are F16 in the file stays f16 (exact; a step reads half the
+// bytes), any other pair becomes f32 (exact for F32, BF16 and Q8_0 values).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -47,7 +48,7 @@ class LoraAdapter {
   int32_t max_rank() const { return max_rank_; }
   float alpha() const { return alpha_; }
   int32_t num_targets() const { return num_targets_; }  // target weights with a pair
-  size_t bytes() const { return storage_.size() * sizeof(float); }
+  size_t bytes() const { return storage_f32_.size() * sizeof(float) + storage_f16_.size() * sizeof(uint16_t); }
   const std::string& path() const { return path_; }
 
  private:
@@ -56,7 +57,8 @@ class LoraAdapter {
   float alpha_ = 0.0f;
   int32_t max_rank_ = 0;
   int32_t num_targets_ = 0;
-  std::vector<float> storage_;  // every pair's A then Bt, back to back
+  std::vector<float> storage_f32_;     // the f32 pairs' A then Bt, back to back
+  std::vector<uint16_t> storage_f16_;  // the f16 pairs' A then Bt (IEEE half bits)
   std::vector<std::array<kernels::LoraPair, kNumLoraTargets>> layers_;  // [num_layers]
 };
 

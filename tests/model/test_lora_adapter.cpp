@@ -13,6 +13,7 @@
 #include "model/lora_adapter.h"
 #include "synthetic_lora.h"
 #include "synthetic_model.h"
+#include "util/fp16.h"
 
 namespace tessera {
 namespace {
@@ -68,8 +69,22 @@ TEST(LoraAdapter, LoadsEveryTypeWithAlphaOverRank) {
     EXPECT_EQ(p.n_out, 64);
     EXPECT_FLOAT_EQ(p.scale, 16.0f / static_cast<float>(l.rank));
     const auto& [va, vb] = v.ab.at("blk.1.ffn_down.weight");
-    EXPECT_EQ(p.a[5], va[5]);                                // A as written (after the type's rounding)
-    EXPECT_EQ(p.bt[3 * 64 + 7], vb[static_cast<size_t>(7 * l.rank + 3)]);  // B transposed
+    // F16 files stay f16 (half the bytes a step reads); the other types become f32. Either way the
+    // values are the file's: A as written (after the type's rounding), B transposed.
+    EXPECT_EQ(p.dtype, t == DType::F16 ? DType::F16 : DType::F32);
+    auto at = [&](const void* m, size_t i) {
+      return p.dtype == DType::F16 ? fp16_to_fp32(static_cast<const uint16_t*>(m)[i]) : static_cast<const float*>(m)[i];
+    };
+    EXPECT_EQ(at(p.a, 5), va[5]);
+    EXPECT_EQ(at(p.bt, 3 * 64 + 7), vb[static_cast<size_t>(7 * l.rank + 3)]);
+    size_t want_bytes = 0;  // every pair's A and Bt at 2 (f16) or 4 bytes an element
+    for (int32_t layer = 0; layer < 2; ++layer) {
+      for (int32_t k = 0; k < kNumLoraTargets; ++k) {
+        const kernels::LoraPair& q = ad.pair(layer, static_cast<LoraTarget>(k));
+        want_bytes += static_cast<size_t>(q.rank * (q.n_in + q.n_out)) * (t == DType::F16 ? 2 : 4);
+      }
+    }
+    EXPECT_EQ(ad.bytes(), want_bytes);
   }
 }
 
