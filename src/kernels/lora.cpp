@@ -2,20 +2,24 @@
 #include "kernels/lora.h"
 
 #include <algorithm>
-#include <cstring>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul.h"
-#include "kernels/quant.h"
 #include "util/check.h"
+#include "util/cpu_features.h"
 #include "util/fp16.h"
+#ifndef TESSERA_FORCE_SCALAR
+#include "kernels/x86/lora_simd.h"
+#endif
 
 namespace tessera::kernels {
 namespace {
 
 constexpr int64_t kLanes = 16;
 constexpr int32_t kMaxRank = 1024;
-// Rows whose shrink shares one pass over an A row (their lane sums stay in registers).
+// Rows whose shrink shares one pass over an A row, and whose expand shares each load of Bt.
 constexpr int64_t kBlockRows = 4;
 // Outputs per expand item: a multiple of kLanes; rank x 128 floats of Bt stay in L1 for all rows.
 constexpr int64_t kExpandRange = 128;
@@ -23,70 +27,52 @@ constexpr int64_t kExpandRange = 128;
 // are split into several plans.
 constexpr size_t kMaxJobs = 64;
 
-// GCC on x86-64 builds AVX-512 and AVX2 clones of the hot loops next to the baseline one and picks
-// one once at load (ifunc); lanes and outputs are independent and nothing is contracted into an
-// fma (-ffp-contract=off), so every clone gives the same bits. The scalar-only build
-// (TESSERA_FORCE_SCALAR) has the baseline one alone.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TESSERA_FORCE_SCALAR)
-#define TESSERA_LORA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TESSERA_LORA_CLONES
-#endif
+// The scalar loops (any CPU, and TESSERA_ISA=scalar): lora.h's order, a block of rows at a time.
+// std::fma is the same correctly rounded operation as the SIMD files' fused multiply-add.
+inline float elem(const void* m, bool half, int64_t i) {
+  return half ? fp16_to_fp32(static_cast<const uint16_t*>(m)[i]) : static_cast<const float*>(m)[i];
+}
 
-// 16 floats as one GCC generic vector: each clone lowers it to its widest registers (one zmm, two
-// ymm, four xmm); + and * stay separate lane-wise IEEE operations, the scalar twin's.
-// V16u: the same, at any float address (unaligned loads and stores).
-typedef float V16 __attribute__((vector_size(64)));
-typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
-static_assert(sizeof(V16) == kLanes * sizeof(float));
-#define TESSERA_LOAD16(p) (*reinterpret_cast<const V16u*>(p))
-
-// out[i] = scale * dot16(a, xs[i]) for nb <= kBlockRows rows (lora.h's order; the rows only share
-// the loads of a).
-TESSERA_LORA_CLONES
-void shrink_rows(const float* __restrict a, const float* const* xs, int64_t nb, int64_t n_in, float scale, float* out) {
+void shrink_rows_scalar(const void* a, bool half, const float* const* xs, int64_t nb, int64_t n_in, float scale,
+                        float* out) {
   const int64_t main = n_in / kLanes * kLanes;
-  V16 acc[kBlockRows] = {};
-  for (int64_t c = 0; c < main; c += kLanes) {
-    const V16 va = TESSERA_LOAD16(a + c);
-    for (int64_t r = 0; r < nb; ++r) acc[r] += va * TESSERA_LOAD16(xs[r] + c);
-  }
   for (int64_t r = 0; r < nb; ++r) {
-    float lane[kLanes];
-    std::memcpy(lane, &acc[r], sizeof lane);
+    float lane[kLanes] = {};
+    for (int64_t c = 0; c < main; ++c) lane[c % kLanes] = std::fma(elem(a, half, c), xs[r][c], lane[c % kLanes]);
     for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
       for (int64_t l = 0; l < w; ++l) lane[l] += lane[l + w];
     }
     float s = lane[0];
-    for (int64_t c = main; c < n_in; ++c) s += a[c] * xs[r][c];
+    for (int64_t c = main; c < n_in; ++c) s = std::fma(elem(a, half, c), xs[r][c], s);
     out[r] = scale * s;
   }
 }
 
-// y[o] += u[j] * b[j][o] for j = 0 .. rank-1 in order, o in [0, n); b rows `ld` floats apart. Each
-// group of 16 outputs stays in a register over the rank (one load and one store of y).
-TESSERA_LORA_CLONES
-void expand_row(const float* __restrict u, const float* __restrict b, int64_t ld, int32_t rank, float* __restrict y,
-                int64_t n) {
-  const int64_t main = n / kLanes * kLanes;
-  for (int64_t o = 0; o < main; o += kLanes) {
-    V16 acc = TESSERA_LOAD16(y + o);
-    for (int32_t j = 0; j < rank; ++j) acc += u[j] * TESSERA_LOAD16(b + j * ld + o);
-    *reinterpret_cast<V16u*>(y + o) = acc;
-  }
-  for (int64_t o = main; o < n; ++o) {
-    float acc = y[o];
-    for (int32_t j = 0; j < rank; ++j) acc += u[j] * b[j * ld + o];
-    y[o] = acc;
+void expand_rows_scalar(const float* const* us, int64_t nb, const void* bt, bool half, int64_t n_out, int64_t o0,
+                        int64_t len, int32_t rank, float* const* ys) {
+  for (int64_t r = 0; r < nb; ++r) {
+    for (int64_t o = 0; o < len; ++o) {
+      float acc = ys[r][o];
+      for (int32_t j = 0; j < rank; ++j) acc = std::fma(us[r][j], elem(bt, half, j * n_out + o0 + o), acc);
+      ys[r][o] = acc;
+    }
   }
 }
 
-// Row `row` of a [*][cols] f32 or f16 matrix, columns [c0, c0 + n), as f32: the matrix itself
-// (f32) or `buf` filled with the exact conversion (f16).
-const float* f32_span(const LoraPair& p, const void* m, int64_t cols, int64_t row, int64_t c0, int64_t n, float* buf) {
-  if (p.dtype == DType::F32) return static_cast<const float*>(m) + row * cols + c0;
-  dequantize_row(DType::F16, static_cast<const uint16_t*>(m) + row * cols + c0, buf, n);
-  return buf;
+using ShrinkFn = void (*)(const void*, bool, const float* const*, int64_t, int64_t, float, float*);
+using ExpandFn = void (*)(const float* const*, int64_t, const void*, bool, int64_t, int64_t, int64_t, int32_t,
+                          float* const*);
+
+// The loops for isa_level() (read per call: tests switch levels).
+std::pair<ShrinkFn, ExpandFn> loops() {
+#ifndef TESSERA_FORCE_SCALAR
+  switch (isa_level()) {
+    case IsaLevel::kAvx512: return {avx512::lora_shrink_rows, avx512::lora_expand_rows};
+    case IsaLevel::kAvx2: return {avx2::lora_shrink_rows, avx2::lora_expand_rows};
+    case IsaLevel::kScalar: break;
+  }
+#endif
+  return {shrink_rows_scalar, expand_rows_scalar};
 }
 
 void check_job(const LoraJob& job) {
@@ -107,6 +93,8 @@ struct Plan {
   int64_t expand_at[kMaxJobs + 1];
   int64_t u_at[kMaxJobs + 1];
   float* u;
+  ShrinkFn shrink_fn;
+  ExpandFn expand_fn;
 
   static size_t job_of(const int64_t* at, size_t n, int64_t item) {
     size_t i = 0;
@@ -114,46 +102,42 @@ struct Plan {
     return i;
   }
 
-  void shrink(int64_t k0, int64_t k1, std::vector<float>& buf) const {
+  void shrink(int64_t k0, int64_t k1) const {
     for (int64_t k = k0; k < k1; ++k) {
       const size_t i = job_of(shrink_at, jobs.size(), k);
       const LoraJob& job = jobs[i];
       const LoraPair& p = *job.pair;
       const int64_t j = k - shrink_at[i];
-      if (buf.size() < static_cast<size_t>(p.n_in)) buf.resize(static_cast<size_t>(p.n_in));
-      const float* a = f32_span(p, p.a, p.n_in, j, 0, p.n_in, buf.data());
+      const bool half = p.dtype == DType::F16;
+      const void* a = static_cast<const char*>(p.a) + j * p.n_in * (half ? 2 : 4);
       const auto n = static_cast<int64_t>(job.rows.size());
       for (int64_t r0 = 0; r0 < n; r0 += kBlockRows) {
         const int64_t nb = std::min(kBlockRows, n - r0);
         const float* xs[kBlockRows];
         float out[kBlockRows];
         for (int64_t r = 0; r < nb; ++r) xs[r] = job.x + int64_t{job.rows[static_cast<size_t>(r0 + r)]} * p.n_in;
-        shrink_rows(a, xs, nb, p.n_in, p.scale, out);
+        shrink_fn(a, half, xs, nb, p.n_in, p.scale, out);
         for (int64_t r = 0; r < nb; ++r) u[u_at[i] + (r0 + r) * p.rank + j] = out[r];
       }
     }
   }
 
-  // buf: the f16 pairs' Bt columns of one item as f32 ([rank][kExpandRange]).
-  void expand(int64_t k0, int64_t k1, std::vector<float>& buf) const {
+  void expand(int64_t k0, int64_t k1) const {
     for (int64_t k = k0; k < k1; ++k) {
       const size_t i = job_of(expand_at, jobs.size(), k);
       const LoraJob& job = jobs[i];
       const LoraPair& p = *job.pair;
       const int64_t o0 = (k - expand_at[i]) * kExpandRange, len = std::min(kExpandRange, p.n_out - o0);
-      const float* b = nullptr;
-      int64_t ld = p.n_out;
-      if (p.dtype == DType::F32) {
-        b = static_cast<const float*>(p.bt) + o0;
-      } else {
-        if (buf.size() < static_cast<size_t>(p.rank * kExpandRange)) buf.resize(static_cast<size_t>(p.rank * kExpandRange));
-        for (int64_t j = 0; j < p.rank; ++j) f32_span(p, p.bt, p.n_out, j, o0, len, buf.data() + j * len);
-        b = buf.data();
-        ld = len;
-      }
-      for (size_t r = 0; r < job.rows.size(); ++r) {
-        expand_row(u + u_at[i] + static_cast<int64_t>(r) * p.rank, b, ld, p.rank, job.y + int64_t{job.rows[r]} * p.n_out + o0,
-                   len);
+      const auto n = static_cast<int64_t>(job.rows.size());
+      for (int64_t r0 = 0; r0 < n; r0 += kBlockRows) {
+        const int64_t nb = std::min(kBlockRows, n - r0);
+        const float* us[kBlockRows];
+        float* ys[kBlockRows];
+        for (int64_t r = 0; r < nb; ++r) {
+          us[r] = u + u_at[i] + (r0 + r) * p.rank;
+          ys[r] = job.y + int64_t{job.rows[static_cast<size_t>(r0 + r)]} * p.n_out + o0;
+        }
+        expand_fn(us, nb, p.bt, p.dtype == DType::F16, p.n_out, o0, len, p.rank, ys);
       }
     }
   }
@@ -168,7 +152,8 @@ void lora_apply(std::span<const LoraJob> jobs, ThreadPool& pool) {
     return lora_apply(jobs.subspan(kMaxJobs), pool);
   }
   thread_local std::vector<float> u;
-  Plan plan{jobs, {}, {}, {}, nullptr};
+  const auto [shrink_fn, expand_fn] = loops();
+  Plan plan{jobs, {}, {}, {}, nullptr, shrink_fn, expand_fn};
   int64_t work_bytes = 0;  // adapter bytes times rows: what a single thread would stream
   for (size_t i = 0; i < jobs.size(); ++i) {
     check_job(jobs[i]);
@@ -185,46 +170,41 @@ void lora_apply(std::span<const LoraJob> jobs, ThreadPool& pool) {
   const int64_t shrink_items = plan.shrink_at[n], expand_items = plan.expand_at[n];
   const int threads = pool.num_threads();
   if (threads == 1 || work_bytes <= kMatmulInlineBytes) {
-    thread_local std::vector<float> buf;
-    plan.shrink(0, shrink_items, buf);
-    plan.expand(0, expand_items, buf);
+    plan.shrink(0, shrink_items);
+    plan.expand(0, expand_items);
     return;
   }
   // Dynamic chunks of a few items: the items differ in size (n_in, rows), and a thread slowed by
   // its neighbour hands its share over.
-  pool.for_chunks(shrink_items, std::max<int64_t>(1, shrink_items / (4 * threads)), [&](int64_t k0, int64_t k1) {
-    thread_local std::vector<float> buf;
-    plan.shrink(k0, k1, buf);
-  });
-  pool.for_chunks(expand_items, std::max<int64_t>(1, expand_items / (4 * threads)), [&](int64_t k0, int64_t k1) {
-    thread_local std::vector<float> buf;
-    plan.expand(k0, k1, buf);
-  });
+  pool.for_chunks(shrink_items, std::max<int64_t>(1, shrink_items / (4 * threads)),
+                  [&](int64_t k0, int64_t k1) { plan.shrink(k0, k1); });
+  pool.for_chunks(expand_items, std::max<int64_t>(1, expand_items / (4 * threads)),
+                  [&](int64_t k0, int64_t k1) { plan.expand(k0, k1); });
 }
 
 void lora_apply_ref(const LoraJob& job) {
   check_job(job);
   const LoraPair& p = *job.pair;
-  auto at = [&](const void* m, int64_t i) {
-    return p.dtype == DType::F32 ? static_cast<const float*>(m)[i] : fp16_to_fp32(static_cast<const uint16_t*>(m)[i]);
-  };
+  const bool half = p.dtype == DType::F16;
   std::vector<float> u(static_cast<size_t>(p.rank));
   for (const int32_t t : job.rows) {
     const float* xt = job.x + t * p.n_in;
     float* yt = job.y + t * p.n_out;
-    for (int32_t j = 0; j < p.rank; ++j) {  // shrink: 16 lane sums, folded pairwise, then the tail
+    for (int32_t j = 0; j < p.rank; ++j) {  // shrink: 16 fused lane sums, folded pairwise, then the tail
       float lane[kLanes] = {};
       const int64_t main = p.n_in / kLanes * kLanes;
-      for (int64_t c = 0; c < main; ++c) lane[c % kLanes] += at(p.a, j * p.n_in + c) * xt[c];
+      for (int64_t c = 0; c < main; ++c) {
+        lane[c % kLanes] = std::fma(elem(p.a, half, j * p.n_in + c), xt[c], lane[c % kLanes]);
+      }
       for (int64_t w = kLanes / 2; w >= 1; w /= 2) {
         for (int64_t l = 0; l < w; ++l) lane[l] += lane[l + w];
       }
       float s = lane[0];
-      for (int64_t c = main; c < p.n_in; ++c) s += at(p.a, j * p.n_in + c) * xt[c];
+      for (int64_t c = main; c < p.n_in; ++c) s = std::fma(elem(p.a, half, j * p.n_in + c), xt[c], s);
       u[static_cast<size_t>(j)] = p.scale * s;
     }
-    for (int32_t j = 0; j < p.rank; ++j) {  // expand: rank-ordered sums into the output
-      for (int64_t o = 0; o < p.n_out; ++o) yt[o] += u[static_cast<size_t>(j)] * at(p.bt, j * p.n_out + o);
+    for (int32_t j = 0; j < p.rank; ++j) {  // expand: rank-ordered fused sums into the output
+      for (int64_t o = 0; o < p.n_out; ++o) yt[o] = std::fma(u[static_cast<size_t>(j)], elem(p.bt, half, j * p.n_out + o), yt[o]);
     }
   }
 }

@@ -15,11 +15,12 @@
 //
 // Canonical order (batch invariance, as in matmul_canon.h): row t's delta depends on x[t] and the
 // adapter alone. u[j] = scale * dot16(A[j], x[t]), where dot16 keeps 16 lane sums (lane l takes
-// elements c with c % 16 == l, ascending), folds them pairwise (8, 4, 2, 1 apart) and then adds a
-// tail c >= 16 * floor(n_in / 16) in order; y[t][o] += u[j] * Bt[j][o] for j = 0, 1, ... in order.
-// lora_apply (vectorised: lanes and outputs are independent, so wider registers change nothing)
-// and lora_apply_ref (plain loops) give the same bits; the unit tests also compare with the dense
-// merged weight W + scale * B A (a different rounding, within a tolerance).
+// elements c with c % 16 == l, ascending, each term fused: s = fma(a, x, s)), folds them pairwise
+// (8, 4, 2, 1 apart) and then fuses a tail c >= 16 * floor(n_in / 16) in order;
+// y[t][o] = fma(u[j], Bt[j][o], y[t][o]) for j = 0, 1, ... in order. lora_apply (AVX-512 / AVX2
+// registers, x86/lora_simd_impl.h, or scalar loops; lanes and outputs are independent, so the width
+// changes nothing) and lora_apply_ref (plain loops, std::fma) give the same bits; the unit tests
+// also compare with the dense merged weight W + scale * B A (a different rounding, within a tolerance).
 #pragma once
 #include <cstdint>
 #include <span>
