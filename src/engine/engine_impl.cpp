@@ -52,8 +52,9 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
   }
   e->eos_ids_ = e->tokenizer_->eog_ids();
   e->structured_ = std::make_unique<structured::StructuredOutputs>(*e->tokenizer_, mc.vocab_size);
-  e->loras_ = std::make_unique<LoraRegistry>(e->model_->config(), config.max_lora_rank);
-  for (const LoraModule& m : config.lora_modules) TESSERA_TRY(e->loras_->load(m.name, m.path));
+  auto loras = EngineLoras::create(e->model_->config(), config);  // loads --lora-modules
+  if (!loras) return loras.error();
+  e->loras_ = std::move(*loras);
 
   e->info_ = make_model_info(config, *e->model_, *e->tokenizer_, d);
   if (e->disk_) {
@@ -82,10 +83,10 @@ Result<std::unique_ptr<EngineImpl>> EngineImpl::create_impl(const EngineConfig& 
 EngineImpl::~EngineImpl() { shutdown(std::chrono::milliseconds(0)); }
 
 Status EngineImpl::load_lora_adapter(const std::string& name, const std::string& path) {
-  return loras_->load(name, path);
+  return loras_->registry().load(name, path);
 }
 
-Status EngineImpl::unload_lora_adapter(const std::string& name) { return loras_->unload(name); }
+Status EngineImpl::unload_lora_adapter(const std::string& name) { return loras_->registry().unload(name); }
 
 std::vector<int32_t> EngineImpl::tokenize(const std::string& text, bool add_bos, bool parse_special) const {
   std::vector<int32_t> ids = tokenizer_->encode(text, add_bos, parse_special);

@@ -39,6 +39,7 @@
 
 #include "engine/engine_config.h"
 #include "engine/engine_disk_tier.h"
+#include "engine/engine_loras.h"
 #include "engine/engine_metrics.h"
 #include "engine/engine_outputs.h"
 #include "engine/engine_requests.h"
@@ -81,7 +82,7 @@ class EngineImpl final : public Engine {
   void shutdown(std::chrono::milliseconds grace) override;
   Status load_lora_adapter(const std::string& name, const std::string& path) override;
   Status unload_lora_adapter(const std::string& name) override;
-  std::vector<LoraAdapterInfo> lora_adapters() const override { return loras_->list(); }
+  std::vector<LoraAdapterInfo> lora_adapters() const override { return loras_->registry().list(); }
 
  private:
   EngineImpl() = default;
@@ -111,7 +112,6 @@ class EngineImpl final : public Engine {
   void after_step_speculation(const sched::SchedulerOutput& out, const RunnerOutput& result,
                               const std::vector<sched::RequestUpdate>& updates, Clock::time_point step_start);
   void publish();  // the step's KV events and metrics
-  void count_lora_requests();  // per-adapter running / waiting into the live metrics
 
   EngineConfig config_;
   ModelInfo info_;
@@ -129,15 +129,12 @@ class EngineImpl final : public Engine {
   std::unique_ptr<EngineMetrics> metrics_;
   std::unique_ptr<EngineDiskTier> disk_;  // KV disk tier (EngineConfig::kv_cache_dir); null when off
   std::vector<int32_t> eos_ids_;
-  std::unique_ptr<LoraRegistry> loras_;     // the adapters requests may name
+  std::unique_ptr<EngineLoras> loras_;      // LoRA adapters: registry, max_loras admission, events
 
   // Engine-thread state.
   RequestMap requests_;
   std::vector<SequenceSampling> sampling_;  // step(): per scheduled sequence, its request's views
   StepOutputs step_outputs_;                // step(): what emit_step_outputs left
-  std::vector<const LoraAdapter*> step_adapters_;  // step(): per scheduled sequence, its adapter or null
-  LoraBlockNames lora_block_names_;         // KV events' lora_name (only with on_kv_events)
-  std::deque<EngineMessage> lora_held_;     // kAdd messages held back by max_loras, in arrival order
 
   // Shared with client threads.
   mutable std::mutex mutex_;

@@ -108,7 +108,7 @@ Result<EngineMessage> EngineImpl::make_add_message(GenerateRequest request, int6
   }
   for (SampleState& s : req->samples) req->rng_ptrs.push_back(&s.rng);
   if (!request.lora_name.empty()) {
-    req->lora = loras_->find(request.lora_name);
+    req->lora = loras_->registry().find(request.lora_name);
     if (!req->lora) return make_error(ErrorCode::kNotFound, "no LoRA adapter named '{}' is loaded", request.lora_name);
   }
   auto grammar = structured_->compile(p.structured);  // compiled here (cached), off the engine thread
@@ -154,14 +154,12 @@ void EngineImpl::drain_messages() {
     batch.swap(messages_);
   }
   // Requests held back by max_loras first (their adapter may have a place now), in arrival order.
-  for (auto it = lora_held_.begin(); it != lora_held_.end();) {
-    it = admit(*it) ? lora_held_.erase(it) : it + 1;
-  }
+  loras_->retry_held([&](EngineMessage& m) { return admit(m); });
   for (EngineMessage& msg : batch) {
     if (msg.kind == EngineMessage::Kind::kAdd) {
       msg.request->cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
       if (disk_ && disk_->park(msg, *scheduler_)) continue;  // admitted once its blocks are read from disk
-      if (!admit(msg)) lora_held_.push_back(std::move(msg));
+      if (!admit(msg)) loras_->hold(std::move(msg));
     } else {
       if (std::unique_ptr<ActiveRequest> parked = disk_ ? disk_->take_parked(msg.request_id) : nullptr) {
         end_unfinished_samples(*parked, FinishReason::kAbort, "");
@@ -169,13 +167,10 @@ void EngineImpl::drain_messages() {
         num_unfinished_.fetch_sub(1);
         continue;
       }
-      auto held = std::find_if(lora_held_.begin(), lora_held_.end(),
-                               [&](const EngineMessage& m) { return m.request_id == msg.request_id; });
-      if (held != lora_held_.end()) {  // aborted before it was admitted
-        end_unfinished_samples(*held->request, FinishReason::kAbort, "");
+      if (std::unique_ptr<ActiveRequest> held = loras_->take_held(msg.request_id)) {  // aborted before admission
+        end_unfinished_samples(*held, FinishReason::kAbort, "");
         metrics_->live().num_requests_aborted += 1;
         num_unfinished_.fetch_sub(1);
-        lora_held_.erase(held);
         continue;
       }
       auto it = requests_.find(msg.request_id);
@@ -189,29 +184,16 @@ void EngineImpl::drain_messages() {
   }
   // An abort can leave nothing to step: publish now, or metrics() would keep the pre-abort state.
   if (!batch.empty()) {
-    count_lora_requests();
+    loras_->count(requests_, metrics_->live().lora_requests);
     metrics_->publish(scheduler_->stats(), spec_.get());
   }
 }
 
 bool EngineImpl::admit(EngineMessage& msg) {
   ActiveRequest& req = *msg.request;
-  if (req.lora) {  // max_loras: distinct adapters among the requests in flight, this one's included
-    int32_t distinct = 0;
-    bool present = false;
-    std::vector<const LoadedLora*> seen;
-    for (const auto& [id, r] : requests_) {
-      if (!r->lora || std::find(seen.begin(), seen.end(), r->lora.get()) != seen.end()) continue;
-      seen.push_back(r->lora.get());
-      present = present || r->lora == req.lora;
-      ++distinct;
-    }
-    if (!present && distinct >= config_.max_loras) return false;
-  }
+  if (!loras_->has_room(req, requests_)) return false;  // max_loras
   req.cache_extra_key = kv::hash_cache_salt(msg.cache_salt);  // the draft's prefix cache too
-  if (req.lora && config_.on_kv_events) {  // its chains' first blocks, in every KV-cache group
-    for (int32_t g = 0; g < kv_->num_groups(); ++g) lora_block_names_.note(kv::group_key(req.cache_extra_key, g), *req.lora);
-  }
+  if (config_.on_kv_events) loras_->note_admitted(req, kv_->num_groups());
   Status added = scheduler_->add_request(scheduler_request_of(req, eos_ids_, std::move(msg.cache_salt)));
   if (!added.ok()) {
     for (int32_t i = 0; i < req.params.n; ++i) {
@@ -278,7 +260,7 @@ void EngineImpl::loop() {
     if (stop_.load()) break;
     if (disk_ && disk_->has_parked()) {  // requests whose blocks came back from disk
       for (EngineMessage& msg : disk_->ready(*scheduler_, *kv_)) {
-        if (!admit(msg)) lora_held_.push_back(std::move(msg));
+        if (!admit(msg)) loras_->hold(std::move(msg));
       }
     }
     if (!scheduler_->has_unfinished_requests()) {
@@ -313,11 +295,10 @@ void EngineImpl::loop() {
     num_unfinished_.fetch_sub(1);
   }
   requests_.clear();
-  for (EngineMessage& msg : lora_held_) {
-    end_unfinished_samples(*msg.request, FinishReason::kAbort, "");
+  for (std::unique_ptr<ActiveRequest>& req : loras_->take_all_held()) {
+    end_unfinished_samples(*req, FinishReason::kAbort, "");
     num_unfinished_.fetch_sub(1);
   }
-  lora_held_.clear();
   metrics_->publish(scheduler_->stats(), spec_.get());
 }
 

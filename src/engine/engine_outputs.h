@@ -18,7 +18,6 @@
 
 namespace tessera {
 
-using RequestMap = std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>>;  // by request id
 
 // What the step's outputs left for the engine (cleared and refilled by emit_step_outputs).
 struct StepOutputs {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/lora_registry.h"
@@ -58,5 +59,7 @@ struct EngineMessage {
   int64_t request_id = 0;                  // both
   std::string cache_salt;                  // kAdd
 };
+
+using RequestMap = std::unordered_map<int64_t, std::unique_ptr<ActiveRequest>>;  // by request id
 
 }  // namespace tessera

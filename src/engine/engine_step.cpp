@@ -24,7 +24,7 @@ bool EngineImpl::step() {
   structured_->start_masks(out);  // constrained rows' masks, on its worker while the forward runs
   build_sampling_views(out);
   loop_scope.runner_begin();
-  runner_->forward(out, step_adapters_);
+  runner_->forward(out, loras_->adapters_of(out, requests_));
   const std::span<const std::span<const uint64_t>> masks = structured_->wait_masks();
   for (size_t i = 0; i < out.seqs.size(); ++i) sampling_[i].allowed_tokens = masks[i];
   const RunnerOutput& result = runner_->sample(out, sampling_);
@@ -60,14 +60,6 @@ void EngineImpl::note_first_scheduled(const sched::SchedulerOutput& out) {
 
 void EngineImpl::build_sampling_views(const sched::SchedulerOutput& out) {
   sampling_.assign(out.seqs.size(), SequenceSampling{});
-  // Each sequence's LoRA adapter (empty when no request in flight names one: the base-only path).
-  step_adapters_.clear();
-  for (size_t i = 0; i < out.seqs.size(); ++i) {
-    auto it = requests_.find(out.seqs[i].request_id);
-    const LoraAdapter* a = it != requests_.end() && it->second->lora ? it->second->lora->adapter.get() : nullptr;
-    if (a != nullptr && step_adapters_.empty()) step_adapters_.assign(out.seqs.size(), nullptr);
-    if (a != nullptr) step_adapters_[i] = a;
-  }
   for (size_t i = 0; i < out.seqs.size(); ++i) {
     const sched::ScheduledSeq& s = out.seqs[i];
     if (!s.needs_logits) continue;
@@ -114,31 +106,13 @@ void EngineImpl::publish() {
       std::optional<KvEventBatch> batch = kv_event_batch(records, scheduler_->kv_cache().block_size(),
                                                          disk_ ? disk_->drain_events() : std::vector<KvCacheEvent>{});
       if (batch) {
-        if (!loras_->empty()) lora_block_names_.name(records, batch->events);
+        loras_->name_events(records, batch->events);
         config_.on_kv_events(std::move(*batch));
       }
     }
   }
-  count_lora_requests();
+  loras_->count(requests_, metrics_->live().lora_requests);
   metrics_->publish(scheduler_->stats(), spec_.get());
-}
-
-void EngineImpl::count_lora_requests() {
-  std::vector<LoraRequestCounts>& counts = metrics_->live().lora_requests;
-  if (counts.empty() && lora_held_.empty() && loras_->empty()) return;  // no adapter ever: nothing to count
-  counts.clear();
-  auto entry = [&](const std::string& name) -> LoraRequestCounts& {
-    for (LoraRequestCounts& c : counts) {
-      if (c.name == name) return c;
-    }
-    return counts.emplace_back(LoraRequestCounts{name, 0, 0});
-  };
-  for (const auto& [id, r] : requests_) {
-    if (!r->lora) continue;
-    LoraRequestCounts& c = entry(r->lora->info.name);
-    (r->first_scheduled ? c.running : c.waiting) += 1;
-  }
-  for (const EngineMessage& m : lora_held_) entry(m.request->lora->info.name).waiting += 1;
 }
 
 }  // namespace tessera
