@@ -84,6 +84,10 @@ struct EngineConfig {
   std::vector<LoraModule> lora_modules;
   int32_t max_loras = 4;        // distinct adapters in one step at most (requests of others wait)
   int32_t max_lora_rank = 64;   // an adapter of a larger rank is refused at load
+  // The adapters' weights in memory (vLLM's --lora-dtype): "auto" keeps each pair as its file has
+  // it (F16 stays f16, F32/BF16/Q8_0 become f32: exact); "f16" rounds every pair to f16 (half the
+  // bytes a step reads, ~1e-3 relative rounding); "f32" widens every pair.
+  std::string lora_dtype = "auto";
 };
 
 // One loaded adapter (Engine::lora_adapters).

@@ -46,6 +46,9 @@ void add_engine_flags(CLI::App& app, EngineConfig& c, std::string& kv_cache_text
   app.add_option("--max-loras", c.max_loras, "LoRA adapters in one step at most (requests of others wait; default 4)")
       ->check(CLI::Range(1, 256));
   app.add_option("--max-lora-rank", c.max_lora_rank, "largest LoRA rank loaded (default 64)")->check(CLI::Range(1, 1024));
+  app.add_option("--lora-dtype", c.lora_dtype,
+                 "LoRA weights in memory: auto (as the file: F16 stays f16, others f32), f16 or f32 (default auto)")
+      ->check(CLI::IsMember({"auto", "f16", "f32"}));
 }
 
 std::string parse_lora_modules(const std::vector<std::string>& specs, EngineConfig& c) {

@@ -22,6 +22,9 @@ Status validate_engine_config(const EngineConfig& config) {
   if (config.max_loras < 1 || config.max_loras > 256) {
     return make_error(ErrorCode::kInvalidArgument, "max_loras {} must be in [1, 256]", config.max_loras);
   }
+  if (config.lora_dtype != "auto" && config.lora_dtype != "f16" && config.lora_dtype != "f32") {
+    return make_error(ErrorCode::kInvalidArgument, "lora_dtype '{}' must be auto, f16 or f32", config.lora_dtype);
+  }
   if (config.max_lora_rank < 1 || config.max_lora_rank > 1024) {
     return make_error(ErrorCode::kInvalidArgument, "max_lora_rank {} must be in [1, 1024]", config.max_lora_rank);
   }

@@ -12,6 +12,15 @@ Result<std::unique_ptr<EngineLoras>> EngineLoras::create(const ModelConfig& base
   return loras;
 }
 
+LoraLoadOptions EngineLoras::load_options(const EngineConfig& config) {
+  LoraLoadOptions o;
+  o.max_rank = config.max_lora_rank;
+  o.storage = config.lora_dtype == "f16"   ? LoraLoadOptions::Storage::kF16
+              : config.lora_dtype == "f32" ? LoraLoadOptions::Storage::kF32
+                                           : LoraLoadOptions::Storage::kAuto;
+  return o;
+}
+
 bool EngineLoras::has_room(const ActiveRequest& req, const RequestMap& requests) const {
   if (!req.lora) return true;
   std::vector<const LoadedLora*> seen;  // distinct adapters in flight (a handful)

@@ -32,6 +32,9 @@ class EngineLoras {
   // Loads config.lora_modules (the first that fails is the error).
   static Result<std::unique_ptr<EngineLoras>> create(const ModelConfig& base, const EngineConfig& config);
 
+  // The adapters' load options from the engine's config (max_lora_rank, lora_dtype).
+  static LoraLoadOptions load_options(const EngineConfig& config);
+
   LoraRegistry& registry() { return registry_; }  // load / unload / find / list: any thread
   const LoraRegistry& registry() const { return registry_; }
 
@@ -58,7 +61,7 @@ class EngineLoras {
 
  private:
   EngineLoras(const ModelConfig& base, const EngineConfig& config)
-      : registry_(base, config.max_lora_rank), max_loras_(config.max_loras) {}
+      : registry_(base, load_options(config)), max_loras_(config.max_loras) {}
   LoraRegistry registry_;
   int32_t max_loras_;
   std::deque<EngineMessage> held_;               // kAdd messages held back by max_loras, in arrival order

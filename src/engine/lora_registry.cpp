@@ -19,7 +19,7 @@ Status LoraRegistry::load(const std::string& name, const std::string& path) {
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  auto adapter = LoraAdapter::load(path, base_, {.max_rank = max_rank_});
+  auto adapter = LoraAdapter::load(path, base_, options_);
   if (!adapter) return adapter.error();
   // The file's bytes name its blocks in the prefix cache and the disk tier (see lora_cache_salt).
   auto file = MappedFile::open(path);

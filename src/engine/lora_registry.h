@@ -33,7 +33,7 @@ struct LoadedLora {
 
 class LoraRegistry {
  public:
-  LoraRegistry(const ModelConfig& base, int32_t max_rank) : base_(base), max_rank_(max_rank) {}
+  LoraRegistry(const ModelConfig& base, const LoraLoadOptions& options) : base_(base), options_(options) {}
 
   Status load(const std::string& name, const std::string& path);
   Status unload(const std::string& name);
@@ -45,7 +45,7 @@ class LoraRegistry {
 
  private:
   const ModelConfig& base_;
-  int32_t max_rank_;
+  LoraLoadOptions options_;  // rank cap and storage (EngineConfig::max_lora_rank, lora_dtype)
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const LoadedLora>> loaded_;
   uint64_t next_generation_ = 1;

@@ -193,7 +193,9 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
     if (!a) return fail(a.error().code, a.error().message);
     auto b = read_f32(*p.b);
     if (!b) return fail(b.error().code, b.error().message);
-    const bool half = p.a->type == DType::F16 && p.b->type == DType::F16;
+    const bool half = options.storage == LoraLoadOptions::Storage::kAuto
+                          ? p.a->type == DType::F16 && p.b->type == DType::F16
+                          : options.storage == LoraLoadOptions::Storage::kF16;
     (half ? total16 : total32) += a->size() + b->size();
     loaded.push_back({layer, target, static_cast<int32_t>(rank), std::move(*a), std::move(*b), half});
   }

@@ -11,7 +11,8 @@
 // named as such), rank above the cap, NaN/Inf weights; a truncated file fails in the GGUF reader.
 // The weights are copied once at load (A as is, B transposed: the kernels' layout) and the file is
 // closed: a pair whose two tensors are F16 in the file stays f16 (exact; a step reads half the
-// bytes), any other pair becomes f32 (exact for F32, BF16 and Q8_0 values).
+// bytes), any other pair becomes f32 (exact for F32, BF16 and Q8_0 values); LoraLoadOptions::storage
+// can round every pair to f16 or widen every pair to f32 instead.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -34,6 +35,8 @@ const char* lora_target_name(LoraTarget t);
 struct LoraLoadOptions {
   int32_t max_rank = 64;   // --max-lora-rank: a larger rank is refused
   float scale = 1.0f;      // the user's scale (llama.cpp's --lora-scaled), times alpha / rank
+  // The pairs' storage: kAuto as the file (both tensors F16: f16, else f32), or every pair f16 / f32.
+  enum class Storage { kAuto, kF16, kF32 } storage = Storage::kAuto;
 };
 
 class LoraAdapter {

@@ -63,5 +63,17 @@ TEST(EngineConfig, AGivenTokenBudgetIsKeptAndChecked) {
       << d.error().message;
 }
 
+TEST(EngineConfig, LoraDtypeIsAutoF16OrF32) {
+  EngineConfig c;
+  for (const char* ok : {"auto", "f16", "f32"}) {
+    c.lora_dtype = ok;
+    EXPECT_TRUE(validate_engine_config(c).ok()) << ok;
+  }
+  c.lora_dtype = "bf16";
+  const Status s = validate_engine_config(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().message, "lora_dtype 'bf16' must be auto, f16 or f32");
+}
+
 }  // namespace
 }  // namespace tessera

@@ -128,5 +128,16 @@ TEST(EngineLoras, StepAdaptersPerScheduledSequence) {
   EXPECT_TRUE(loras->adapters_of(out, in_flight).empty());  // no adapter this step: the base-only path
 }
 
+TEST(EngineLoras, LoadOptionsFromTheConfig) {
+  EngineConfig config;
+  config.max_lora_rank = 32;
+  EXPECT_EQ(EngineLoras::load_options(config).max_rank, 32);
+  EXPECT_EQ(EngineLoras::load_options(config).storage, LoraLoadOptions::Storage::kAuto);
+  config.lora_dtype = "f16";
+  EXPECT_EQ(EngineLoras::load_options(config).storage, LoraLoadOptions::Storage::kF16);
+  config.lora_dtype = "f32";
+  EXPECT_EQ(EngineLoras::load_options(config).storage, LoraLoadOptions::Storage::kF32);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -88,6 +88,37 @@ TEST(LoraAdapter, LoadsEveryTypeWithAlphaOverRank) {
   }
 }
 
+// --lora-dtype: f16 rounds an F32 file's pairs to f16 (the nearest half of each value), f32 widens an
+// F16 file's pairs (the same values); auto keeps each as the file has it (above).
+TEST(LoraAdapter, StorageOptionRoundsOrWidensEveryPair) {
+  for (const DType file_type : {DType::F32, DType::F16}) {
+    SyntheticLora l;
+    l.type = file_type;
+    l.rank = 4;
+    l.alpha = 8.0f;
+    const std::string path = tmp("storage.gguf");
+    testing::LoraValues v;
+    ASSERT_TRUE(testing::write_synthetic_lora(path, kBase, l, 9, &v).ok());
+    const auto want = file_type == DType::F32 ? LoraLoadOptions::Storage::kF16 : LoraLoadOptions::Storage::kF32;
+    LoraLoadOptions o;
+    o.storage = want;
+    auto a = LoraAdapter::load(path, base_config(), o);
+    std::remove(path.c_str());
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    const kernels::LoraPair& p = (*a)->pair(0, LoraTarget::kUp);
+    const auto& [va, vb] = v.ab.at("blk.0.ffn_up.weight");
+    if (file_type == DType::F32) {
+      ASSERT_EQ(p.dtype, DType::F16);
+      EXPECT_EQ(static_cast<const uint16_t*>(p.a)[5], fp32_to_fp16(va[5]));
+      EXPECT_EQ(static_cast<const uint16_t*>(p.bt)[2 * p.n_out + 7], fp32_to_fp16(vb[static_cast<size_t>(7 * l.rank + 2)]));
+    } else {
+      ASSERT_EQ(p.dtype, DType::F32);
+      EXPECT_EQ(static_cast<const float*>(p.a)[5], va[5]);
+      EXPECT_EQ(static_cast<const float*>(p.bt)[2 * p.n_out + 7], vb[static_cast<size_t>(7 * l.rank + 2)]);
+    }
+  }
+}
+
 TEST(LoraAdapter, AlphaZeroMeansScaleOne) {
   SyntheticLora l;
   l.alpha = 0.0f;
