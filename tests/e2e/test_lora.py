@@ -257,3 +257,25 @@ def test_kv_events_carry_lora_name(adapters, start_server):
     names = [(e[7], e[5] is not None) for e in stored]
     assert names == [(None, False)] * 3 + [("a", True)] * 3, names
     assert {e[1][0] for e in stored[:3]}.isdisjoint({e[1][0] for e in stored[3:]})
+
+
+def test_disk_tier_keys_blocks_by_adapter(adapters, start_server, tmp_path):
+    """--kv-cache-dir with adapters: a prompt's blocks written under adapter a come back from disk
+    after a restart for a alone (same tokens); b and the base model find none of them."""
+    from test_kv_disk_tier import wait_writes
+    ids = list(range(2000, 2000 + 20 * 16 + 3))  # 20 full blocks
+    args = ("--kv-cache-dir", str(tmp_path), "--lora-modules", f"a={adapters['a']}", f"b={adapters['b']}")
+    first = start_server(*args)
+    cold = complete(first.base, "a", ids, max_tokens=8)
+    assert cold["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    wait_writes(first, 20)
+    assert first.stop() == 0
+    second = start_server(*args)
+    for model in ("b", "smol"):
+        body = complete(second.base, model, ids, max_tokens=8)
+        assert body["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, model
+    assert metrics(second.base).get("tessera:kv_disk_hit_blocks_total", 0) == 0
+    warm = complete(second.base, "a", ids, max_tokens=8)
+    assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == 20 * 16
+    assert warm["choices"][0]["text"] == cold["choices"][0]["text"]
+    assert metrics(second.base)["tessera:kv_disk_hit_blocks_total"] == 20
