@@ -7,9 +7,12 @@ round on one server:
     --max-num-seqs 16`: aggregate output tok/s and the ratio to the base model's (target: >= 0.8 at 4);
   batch-1 decode: `tessera run --json` decode tok/s with an adapter of rank 8 and 16 (q,v targets, and
     all seven) against the base model (target: <= ~10% slower at rank 8-16).
+  --llama-server PATH: the same mixed load on llama.cpp's llama-server (-np 16, every adapter loaded
+    with --lora-init-without-apply, chosen per request by its `lora` list), rounds after tessera's.
 The adapters are seeded random ones (scripts/make_lora_gguf.py; the cost does not depend on the values).
 
-    python3 bench/bench_lora.py --tessera build/release/src/cli/tessera --rounds 3 [--targets attn_q,attn_v]
+    python3 bench/bench_lora.py --rounds 3 [--targets attn_q,attn_v | all] [--type f16 | f32] [--model M]
+                                [--llama-server /work/llama/build/bin/llama-server] [--skip-mixed] [--skip-decode]
 """
 import argparse
 import concurrent.futures
