@@ -11,7 +11,7 @@
 //            request waits in the scheduler, a running slot is free and the pool's allocatable
 //            blocks cover the blocks to read), so a full queue never holds read bytes or pool
 //            blocks for requests that cannot run yet. The blocks are imported as they land, in
-//            chain order, a bounded number per engine loop (Scheduler::import_blocks, as cached, then
+//            chain order, at most 16 per engine loop (Scheduler::import_blocks, as cached, then
 //            their bytes copied in): a long prefix loads over several steps, not in one long one,
 //            and the read buffers go back to the I/O thread. Once every read has answered the
 //            request is handed back to be added: its admission finds the blocks as an ordinary
