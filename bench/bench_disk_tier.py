@@ -149,19 +149,31 @@ def stream_times(server, body, out):
                 out.append(time.perf_counter())
 
 
+def kv_bytes_per_token(args, model):
+    """The model's KV bytes per token: a probe server with a 1 GiB pool, from /server_info's blocks."""
+    s = Server(args.bin, model, None, 4096, args.extra + ["--kv-cache", str(1 << 30)])
+    try:
+        with urllib.request.urlopen(s.base + "/server_info", timeout=30) as r:
+            info = json.loads(r.read())
+    finally:
+        s.stop()
+    return (1 << 30) // (info["num_kv_blocks"] * info["block_size"])
+
+
 def busy_row(args, model, n):
     """Others' decode tok/s while an evicted n-token prompt is reloaded from disk."""
-    drops, whole = [], []
+    drops, whole, loads = [], [], []
+    pool_bytes = args.busy_pool_tokens * kv_bytes_per_token(args, model)
     for r in range(args.rounds):
         d = tempfile.mkdtemp(prefix="bench_disk_")
         try:
-            s = Server(args.bin, model, d, 2 * n + 64, args.extra + ["--kv-cache", str(args.busy_pool_tokens * 12288)])
+            s = Server(args.bin, model, d, 2 * n + 64, args.extra + ["--kv-cache", str(pool_bytes)])
             ids = prompt_ids(n, 2000 + r)
             s.ttft(ids)
             for k in range(3):  # evict it from the pool
                 s.ttft(prompt_ids(n, 3000 + 10 * r + k))
             s.wait_writes(4 * n // 16)
-            q0 = s.metrics()["tessera:request_queue_time_seconds_sum"]
+            r0 = s.metrics()["tessera:kv_disk_read_seconds_sum"]
             times = [[] for _ in range(2)]
             threads = [threading.Thread(target=stream_times, args=(s, {"prompt": prompt_ids(32, 4000 + k), "max_tokens": 400,
                                                                       "temperature": 0, "ignore_eos": True}, times[k]))
@@ -172,10 +184,12 @@ def busy_row(args, model, n):
             t0 = time.perf_counter()
             _, cached = s.ttft(ids)
             t1 = time.perf_counter()
-            # The load window: the request's time before its first step (parked while its blocks are
-            # read, then imported), from the server's queue-time histogram; the whole request adds its
-            # own last-block prefill step, which any prefix hit has.
-            load = s.metrics()["tessera:request_queue_time_seconds_sum"] - q0
+            # The load window: from its arrival until its last block was read. Its reads start at
+            # arrival (a running slot is free) and run back to back on the I/O thread, so that is the
+            # sum of their latencies (the server's read histogram); the last <= 16 blocks are imported
+            # on the next engine loop. The whole request adds its own first step (the last block's 16
+            # tokens prefilled over the 4k context, ~5 decode steps here), which any prefix hit has.
+            load = s.metrics()["tessera:kv_disk_read_seconds_sum"] - r0
             for t in threads:
                 t.join()
             s.stop()
@@ -185,13 +199,15 @@ def busy_row(args, model, n):
             win = max(load, 0.25)  # at least ~3 decode steps, or the count is all quantization
             before, during = rate(t0 - win, t0), rate(t0, t0 + win)
             drops.append(1 - during / before)
+            loads.append(load)
             whole.append(1 - rate(t0, t1) / rate(t0 - (t1 - t0), t0))
             print(f"  busy round {r}: load {load:.3f} s, whole request {t1 - t0:.3f} s ({cached} cached); others "
                   f"{before:.1f} tok/s before, {during:.1f} while loading, {rate(t0, t1):.1f} over the request", flush=True)
         finally:
             shutil.rmtree(d, ignore_errors=True)
-    return (f"| {os.path.basename(model)} | evicted {n}-token prompt reloaded, 2 streams decoding | others' tok/s drop "
-            f"while its blocks load {med([100 * x for x in drops])} %, over the whole request {med([100 * x for x in whole])} % |")
+    return (f"| {os.path.basename(model)} | evicted {n}-token prompt reloaded, 2 streams decoding | load {med(loads)} s | "
+            f"others' tok/s drop while its blocks load {med([100 * x for x in drops])} %, over the whole request "
+            f"{med([100 * x for x in whole])} % |")
 
 
 def agent_row(args, model):
@@ -234,7 +250,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--busy", action="store_true")
     ap.add_argument("--busy-length", type=int, default=4096, help="the evicted prompt's tokens for --busy")
-    ap.add_argument("--busy-pool-tokens", type=int, default=10000, help="pool size in tokens for --busy (Qwen 0.5B: 12 KiB/token)")
+    ap.add_argument("--busy-pool-tokens", type=int, default=10000, help="pool size in tokens for --busy (bytes per token probed per model)")
     ap.add_argument("--agent", action="store_true")
     ap.add_argument("--agent-prefix", type=int, default=13000)
     ap.add_argument("--agent-turns", type=int, default=20)

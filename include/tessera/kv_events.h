@@ -17,7 +17,7 @@ namespace tessera {
 
 struct KvCacheEvent {
   enum class Kind : uint8_t { kBlockStored, kBlockRemoved, kAllBlocksCleared };
-  // Where the block is: the in-memory pool requests attend from (wire medium "GPU", see
+  // Where the block is: the in-memory pool requests attend from (wire medium "CPU", see
   // kv_events/event_encoder.h), or the disk tier under it (serve --kv-cache-dir, wire "DISK").
   enum class Medium : uint8_t { kPool, kDisk };
   Kind kind = Kind::kBlockStored;

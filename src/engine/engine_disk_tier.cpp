@@ -132,12 +132,63 @@ bool EngineDiskTier::park(EngineMessage& msg, const sched::Scheduler& scheduler)
     }
   }
   p.hashes = std::move(hashes);  // after the last in_pool(), which reads them
+  p.reads = std::move(reads);
   p.payloads.resize(p.blocks.size());
-  p.num_pending = static_cast<int32_t>(p.blocks.size());
+  p.answered.assign(p.blocks.size(), 0);
   p.msg = std::move(msg);
   p.seq = {id, *p.msg.request->prompt, p.hashes, salt};
-  tier_->submit_reads(std::move(reads));
-  return true;
+  return true;  // its reads are issued by ready() when it is its turn
+}
+
+void EngineDiskTier::issue_reads(const sched::Scheduler& scheduler) {
+  const kv::KvCacheManager& kv = scheduler.kv_cache();
+  // Allocatable blocks not yet spoken for by the issued requests' blocks still to import.
+  int64_t free_blocks = kv.num_free_blocks();
+  for (const auto& [id, p] : parked_) {
+    if (p.issued) free_blocks -= static_cast<int64_t>(p.blocks.size()) - p.next_import;
+  }
+  std::vector<int64_t> waiting;
+  for (auto& [id, p] : parked_) {
+    if (p.issued) continue;
+    // Its turn: nothing older still waits in the scheduler (preempted or not yet admitted), a
+    // running slot is free, and the pool can take its blocks (or nothing runs that could free more).
+    if (waiting.empty()) waiting = scheduler.waiting_ids();
+    const bool older_waits = std::any_of(waiting.begin(), waiting.end(), [&](int64_t w) { return w < id; });
+    const bool slot = scheduler.num_running() < scheduler.config().max_num_seqs;
+    const bool room = free_blocks >= static_cast<int64_t>(p.blocks.size()) || scheduler.num_running() == 0;
+    if (older_waits || !slot || !room) break;  // the younger ones wait behind it
+    free_blocks -= static_cast<int64_t>(p.blocks.size());
+    p.issued = true;
+    p.num_pending = static_cast<int32_t>(p.reads.size());
+    tier_->submit_reads(std::move(p.reads));
+    p.reads = {};
+  }
+}
+
+int32_t EngineDiskTier::import_landed(Parked& p, int32_t budget, sched::Scheduler& scheduler, KvStorage& storage) {
+  const auto n = static_cast<int32_t>(p.blocks.size());
+  int32_t end = p.next_import;
+  while (end < n && end - p.next_import < budget && p.answered[static_cast<size_t>(end)] != 0) ++end;
+  std::vector<kv::ImportBlock> blocks;
+  std::vector<std::vector<uint8_t>*> payloads;
+  for (int32_t i = p.next_import; i < end; ++i) {
+    if (p.payloads[static_cast<size_t>(i)].empty()) continue;  // missing or corrupt: a full group's chain ends there
+    blocks.push_back(p.blocks[static_cast<size_t>(i)]);
+    payloads.push_back(&p.payloads[static_cast<size_t>(i)]);
+  }
+  // Earlier chunks are cached by now (or were evicted: the chain then stops, the rest is computed).
+  const std::vector<int32_t> ids = scheduler.import_blocks(p.seq, blocks);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] != kv::kNullBlockId) {
+      storage.copy_block_in(ids[i], payloads[i]->data());  // before the next schedule() can read it
+      ++hit_blocks_;
+    }
+    tier_->recycle(std::move(*payloads[i]));
+    *payloads[i] = {};
+  }
+  const int32_t done = end - p.next_import;
+  p.next_import = end;
+  return done;
 }
 
 std::vector<EngineMessage> EngineDiskTier::ready(sched::Scheduler& scheduler, KvStorage& storage) {
@@ -145,34 +196,34 @@ std::vector<EngineMessage> EngineDiskTier::ready(sched::Scheduler& scheduler, Kv
   if (parked_.empty()) return out;
   for (kv_disk::ReadResult& r : tier_->take_reads()) {
     auto it = parked_.find(r.ticket);
-    if (it == parked_.end()) continue;  // aborted while its blocks were read
-    if (r.status == kv_disk::ReadStatus::kOk) it->second.payloads[static_cast<size_t>(r.index)] = std::move(r.payload);
-    --it->second.num_pending;
-  }
-  for (auto it = parked_.begin(); it != parked_.end();) {
-    Parked& p = it->second;
-    if (p.num_pending > 0) {
-      ++it;
+    if (it == parked_.end()) {  // aborted while its blocks were read
+      tier_->recycle(std::move(r.payload));
       continue;
     }
-    std::vector<kv::ImportBlock> blocks;
-    std::vector<const std::vector<uint8_t>*> payloads;
-    for (size_t i = 0; i < p.blocks.size(); ++i) {
-      if (p.payloads[i].empty()) continue;  // missing or corrupt: a full group's chain ends there
-      blocks.push_back(p.blocks[i]);
-      payloads.push_back(&p.payloads[i]);
-    }
-    const std::vector<int32_t> ids = scheduler.import_blocks(p.seq, blocks);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] == kv::kNullBlockId) continue;
-      storage.copy_block_in(ids[i], payloads[i]->data());  // before the next schedule() can read it
-      ++hit_blocks_;
+    Parked& p = it->second;
+    p.payloads[static_cast<size_t>(r.index)] = std::move(r.payload);
+    p.answered[static_cast<size_t>(r.index)] = 1;
+    --p.num_pending;
+  }
+  // At most this many blocks' bytes copied into the pool per engine loop (16 x 192 KiB = 3 MiB,
+  // ~0.5 ms, a few % of a decode step): a long prefix loads over several steps instead of
+  // stalling one (all 255 blocks of a 4k prompt at once: ~9 ms).
+  constexpr int32_t kImportBudget = 16;
+  int32_t budget = kImportBudget;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    Parked& p = it->second;
+    if (!p.issued) break;  // the rest wait for their turn (issue_reads)
+    if (budget > 0) budget -= import_landed(p, budget, scheduler, storage);
+    if (p.num_pending > 0 || p.next_import < static_cast<int32_t>(p.blocks.size())) {
+      ++it;
+      continue;
     }
     const int32_t hit = scheduler.kv_cache().get_computed_blocks(p.seq).num_tokens;
     hit_tokens_ += std::max(0, hit - p.pool_hit_tokens);
     out.push_back(std::move(p.msg));
     it = parked_.erase(it);
   }
+  issue_reads(scheduler);
   return out;
 }
 

@@ -6,11 +6,17 @@
 //            hash), copied out of KvStorage (a memcpy) and queued; a key already on disk is skipped.
 //   reads    a new request (drain_messages) is looked up: the pool's prefix hit, then the disk's
 //            continuation of the chain (index or stat per block). When the disk extends the hit the
-//            request is parked (not yet in the scheduler) and its blocks are queued for reading;
-//            once every read has answered (ready()), the verified blocks are entered into the pool
-//            as cached (Scheduler::import_blocks), their bytes copied in, and the request is handed
-//            back to be added: its admission then finds them as an ordinary prefix hit. A corrupt or
-//            missing block ends the chain there (the rest is recomputed, and written again).
+//            request is parked (not yet in the scheduler). Its reads are issued when it is its turn
+//            to be scheduled (issue_reads: every parked request before it has issued, no older
+//            request waits in the scheduler, a running slot is free and the pool's allocatable
+//            blocks cover the blocks to read), so a full queue never holds read bytes or pool
+//            blocks for requests that cannot run yet. The blocks are imported as they land, in
+//            chain order, at most 16 per engine loop (Scheduler::import_blocks, as cached, then
+//            their bytes copied in): a long prefix loads over several steps, not in one long one,
+//            and the read buffers go back to the I/O thread. Once every read has answered the
+//            request is handed back to be added: its admission finds the blocks as an ordinary
+//            prefix hit. A corrupt or missing block ends the chain there (the rest is recomputed,
+//            and written again).
 //   groups   a hit of L tokens needs, in a sliding-window group (window W), only the blocks covering
 //            [L - W + 1, L) (the pool's hit rule, src/kv/README.md). So a sliding group's cached
 //            blocks are held back (their bytes copied) per sequence, and when the sequence ends
@@ -22,6 +28,7 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -51,7 +58,8 @@ class EngineDiskTier {
   // A new request: true = parked (msg taken) while its blocks are read; false = add it now.
   bool park(EngineMessage& msg, const sched::Scheduler& scheduler);
   bool has_parked() const { return !parked_.empty(); }
-  // Parked requests whose reads have all answered, their blocks now in the pool, ready to add.
+  // Imports the blocks that landed, issues the reads of the parked requests whose turn it is, and
+  // returns those whose reads have all answered, their blocks now in the pool, ready to add.
   std::vector<EngineMessage> ready(sched::Scheduler& scheduler, KvStorage& storage);
   // Removes a parked request (abort, shutdown); null if none.
   std::unique_ptr<ActiveRequest> take_parked(int64_t request_id);
@@ -77,11 +85,19 @@ class EngineDiskTier {
     EngineMessage msg;
     kv::SeqTokens seq;                        // views into msg's prompt and `hashes`
     std::vector<kv::BlockHash> hashes;        // the prompt's pool hashes
-    std::vector<kv::ImportBlock> blocks;      // what is being read, sorted by group then index
+    std::vector<kv::ImportBlock> blocks;      // what is read, sorted by group then index
+    std::vector<kv_disk::ReadRequest> reads;  // [blocks] until issued
     std::vector<std::vector<uint8_t>> payloads;  // [blocks] filled as reads land (empty = failed)
-    int32_t num_pending = 0;
+    std::vector<uint8_t> answered;            // [blocks] 1 once its read answered
+    bool issued = false;
+    int32_t num_pending = 0;                  // issued reads not yet answered
+    int32_t next_import = 0;                  // blocks[0, next_import) imported (or failed)
     int32_t pool_hit_tokens = 0;              // the pool's hit when parked
   };
+  // Issues the reads of parked requests, oldest first, while it is their turn (see the header).
+  void issue_reads(const sched::Scheduler& scheduler);
+  // Imports p's landed blocks from next_import on, in order, at most `budget`; returns how many.
+  int32_t import_landed(Parked& p, int32_t budget, sched::Scheduler& scheduler, KvStorage& storage);
   struct Held {  // a sliding group's block held back until its sequence ends
     int32_t block_index = 0;
     kv_disk::BlockMeta meta;
@@ -96,7 +112,7 @@ class EngineDiskTier {
   std::unique_ptr<kv_disk::DiskTier> tier_;
   int32_t block_size_ = 0;
   std::vector<int32_t> windows_;  // [num_groups] sliding window, 0 = full
-  std::unordered_map<int64_t, Parked> parked_;  // request id -> state (ticket = request id)
+  std::map<int64_t, Parked> parked_;  // request id (arrival order) -> state (ticket = request id)
   std::unordered_map<kv::BlockHash, KeyRef> keys_;  // pool hash -> disk key of cached blocks
   // seq id -> group -> held blocks, index ascending; bounded by the window (see observe_pool_events)
   std::unordered_map<int64_t, std::vector<std::vector<Held>>> held_;

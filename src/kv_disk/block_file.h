@@ -51,6 +51,13 @@ std::vector<uint8_t> encode_block_file(const BlockMeta& meta, std::span<const ui
 std::string verify_block_file(std::span<const uint8_t> file, const BlockMeta& expected, size_t payload_bytes,
                               std::span<const uint8_t>* payload);
 
+// The same check on a file read in two parts (the I/O thread reads the payload straight into its
+// own buffer): `head` = header + token ids (block_file_head_bytes), `payload` = the rest.
+std::string verify_block_parts(std::span<const uint8_t> head, std::span<const uint8_t> payload, const BlockMeta& expected,
+                               size_t payload_bytes);
+// Header + token-id bytes of a block of num_tokens tokens.
+inline size_t block_file_head_bytes(size_t num_tokens) { return kBlockFileHeaderBytes + num_tokens * sizeof(int32_t); }
+
 // The header's pool hash, when `file` starts with a well-formed header (the I/O thread reads it
 // from a file it evicts, for the DISK BlockRemoved event); false otherwise.
 bool read_pool_hash(std::span<const uint8_t> file, uint64_t* pool_hash);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -203,14 +204,25 @@ WriteResult DiskStore::write(const DiskKey& key, std::span<const uint8_t> bytes)
   return result;
 }
 
-std::optional<std::vector<uint8_t>> DiskStore::read(const DiskKey& key) {
-  const std::string path = file_of(key);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+int DiskStore::open_for_read(const DiskKey& key) {
+  const int fd = ::open(file_of(key).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     erase_locked(key);
-    return std::nullopt;
   }
+  return fd;
+}
+
+void DiskStore::close_after_read(const DiskKey& key, int fd, int64_t size) {
+  ::futimens(fd, nullptr);  // last use = now, for every process's LRU
+  ::close(fd);
+  std::lock_guard<std::mutex> lock(mutex_);
+  insert_locked(key, size, wall_ns());
+}
+
+std::optional<std::vector<uint8_t>> DiskStore::read(const DiskKey& key) {
+  const int fd = open_for_read(key);
+  if (fd < 0) return std::nullopt;
   struct stat st {};
   std::vector<uint8_t> out;
   if (::fstat(fd, &st) == 0 && st.st_size >= 0) {
@@ -224,11 +236,34 @@ std::optional<std::vector<uint8_t>> DiskStore::read(const DiskKey& key) {
     }
     out.resize(done);
   }
-  ::futimens(fd, nullptr);  // last use = now, for every process's LRU
-  ::close(fd);
-  std::lock_guard<std::mutex> lock(mutex_);
-  insert_locked(key, static_cast<int64_t>(st.st_size), wall_ns());
+  close_after_read(key, fd, static_cast<int64_t>(st.st_size));
   return out;
+}
+
+std::optional<int64_t> DiskStore::read_into(const DiskKey& key, std::span<uint8_t> head, std::span<uint8_t> payload) {
+  const int fd = open_for_read(key);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  int64_t size = ::fstat(fd, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+  if (size == static_cast<int64_t>(head.size() + payload.size())) {
+    // One preadv for both parts; a short read (the file shrank under us) reports the bytes read.
+    size_t done = 0;
+    const size_t total = head.size() + payload.size();
+    while (done < total) {
+      iovec iov[2];
+      int n_iov = 0;
+      if (done < head.size()) iov[n_iov++] = {head.data() + done, head.size() - done};
+      const size_t pdone = done > head.size() ? done - head.size() : 0;
+      iov[n_iov++] = {payload.data() + pdone, payload.size() - pdone};
+      const ssize_t n = ::preadv(fd, iov, n_iov, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (done != total) size = static_cast<int64_t>(done);
+  }
+  close_after_read(key, fd, std::max<int64_t>(size, 0));
+  return size;
 }
 
 void DiskStore::remove(const DiskKey& key) {

@@ -62,6 +62,10 @@ class DiskStore {
   WriteResult write(const DiskKey& key, std::span<const uint8_t> bytes);
   // The file's bytes (and its mtime touched: last use), or nullopt when it is missing/unreadable.
   std::optional<std::vector<uint8_t>> read(const DiskKey& key);
+  // The file read in two parts straight into the caller's buffers (no copy of its own): `head`
+  // then `payload`, each filled only if the file has exactly head + payload bytes. The file's size
+  // (another size = a damaged file: nothing read), or nullopt when it is missing. Touches its mtime.
+  std::optional<int64_t> read_into(const DiskKey& key, std::span<uint8_t> head, std::span<uint8_t> payload);
   // Deletes a damaged file.
   void remove(const DiskKey& key);
   // Re-reads the directory's names, sizes and mtimes (the other writers' files).
@@ -81,6 +85,10 @@ class DiskStore {
   void insert_locked(const DiskKey& key, int64_t bytes, int64_t last_use_ns);
   void erase_locked(const DiskKey& key);
   void rescan_locked();
+  // Opens key's file for reading (-1: missing, and dropped from the index).
+  int open_for_read(const DiskKey& key);
+  // Touches the file's mtime (last use, for every process's LRU), closes it, and re-indexes it.
+  void close_after_read(const DiskKey& key, int fd, int64_t size);
   int64_t dir_mtime_ns() const;
   // Evicts oldest-first until bytes_ + incoming <= max_bytes_ (false if it cannot).
   void evict_locked(int64_t incoming, WriteResult& result);

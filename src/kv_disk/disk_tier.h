@@ -7,6 +7,7 @@
 //   submit_read     -> read queue (never dropped: a waiting request needs every answer)
 //                                            reads first, then writes: encode, temp + rename, evict
 //   take_reads()    <- verified payloads, or missing / corrupt (a corrupt file is deleted)
+//   recycle()       -> payload buffers back (a read goes straight into one: no allocation, no copy)
 //   drain_events()  <- DISK BlockStored (written) / BlockRemoved (evicted), when recording
 //
 // A write or open error that no later write can avoid (unwritable or full directory) prints one
@@ -47,7 +48,7 @@ struct ReadResult {
   int64_t ticket = 0;
   int32_t index = 0;
   ReadStatus status = ReadStatus::kMissing;
-  std::vector<uint8_t> payload;  // [payload_bytes] when kOk
+  std::vector<uint8_t> payload;  // [payload_bytes] when kOk; hand it back with recycle()
 };
 
 struct DiskEvent {
@@ -95,6 +96,9 @@ class DiskTier {
   bool submit_write(BlockMeta meta, std::vector<uint8_t> payload);
   void submit_reads(std::vector<ReadRequest> reads);
   std::vector<ReadResult> take_reads();
+  // A payload buffer the caller is done with: the I/O thread reads the next blocks into it (a fresh
+  // 192 KiB buffer costs page faults and zeroing, more than the read itself).
+  void recycle(std::vector<uint8_t> buffer);
   std::vector<DiskEvent> drain_events();
   DiskTierStats stats() const;
   DiskLatencies drain_latencies();
@@ -115,6 +119,7 @@ class DiskTier {
   DiskTierConfig config_;
   std::unique_ptr<DiskStore> store_;
   std::atomic<bool> enabled_{true};
+  std::vector<uint8_t> head_;  // the I/O thread's header + token ids buffer
   mutable std::mutex mutex_;  // the queues, results, events and stats below
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
@@ -124,6 +129,7 @@ class DiskTier {
   bool busy_ = false;
   bool stop_ = false;
   std::vector<ReadResult> done_;
+  std::vector<std::vector<uint8_t>> spare_;  // recycled payload buffers (at most kMaxSpare)
   std::vector<DiskEvent> events_;
   DiskTierStats stats_;
   DiskLatencies latencies_;

@@ -7,8 +7,8 @@
 namespace tessera::kv_events {
 namespace {
 
-// See event_encoder.h: "GPU" is the primary KV pool's tier name, "DISK" the disk tier's.
-std::string_view medium_of(const KvCacheEvent& e) { return e.medium == KvCacheEvent::Medium::kDisk ? "DISK" : "GPU"; }
+// See event_encoder.h: "CPU" is the in-memory KV pool's medium, "DISK" the disk tier's.
+std::string_view medium_of(const KvCacheEvent& e) { return e.medium == KvCacheEvent::Medium::kDisk ? "DISK" : "CPU"; }
 
 void pack_str(msgpack_packer& pk, std::string_view s) {
   msgpack_pack_str(&pk, s.size());

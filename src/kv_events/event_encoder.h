@@ -8,15 +8,15 @@
 // with each event a tagged array (tag first, then the fields in vLLM's declaration order):
 //
 //   ["BlockStored", [hash], parent_hash | nil, [token ids], block_size, lora_id = nil,
-//    medium = "GPU", lora_name = nil]
-//   ["BlockRemoved", [hash], medium = "GPU"]
+//    medium = "CPU", lora_name = nil]
+//   ["BlockRemoved", [hash], medium = "CPU"]
 //   ["AllBlocksCleared"]
 //
 // Hashes are unsigned 64-bit integers (vLLM's integer block hashes). One block per event: a router
-// reads a multi-block BlockStored the same way as its blocks one by one. medium "GPU" is vLLM's
-// name for the engine's primary KV pool, the tier requests attend from (routers read "CPU" as an
-// offload tier), which is what tessera's pool is even though it lives in host memory; blocks of the
-// disk tier (serve --kv-cache-dir) carry medium "DISK" (KvCacheEvent::medium). ts is a
+// reads a multi-block BlockStored the same way as its blocks one by one. medium names where the block
+// lives (vLLM's field: "GPU" for device memory, "CPU" for host memory, "DISK" for a disk tier):
+// tessera's pool is host memory, so its blocks carry "CPU", and the blocks of the disk tier
+// (serve --kv-cache-dir) "DISK" (KvCacheEvent::medium). ts is a
 // float64 of seconds since the Unix epoch; data_parallel_rank is 0 (one engine per process).
 #pragma once
 #include <array>

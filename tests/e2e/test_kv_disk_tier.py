@@ -1,6 +1,7 @@
 """The KV disk tier (serve --kv-cache-dir): the real `tessera serve`, SmolLM2-135M unless noted.
 
-Restart reuse, spill and reload after the pool evicted a prompt, damaged files (each kind exactly
+Restart reuse, spill and reload after the pool evicted a prompt, reads held until the request
+would be scheduled, damaged files (each kind exactly
 counted and recomputed with identical output), namespaces (another KV dtype / model gets no hits),
 two live replicas on one directory, the size budget under a stream of prompts, an unwritable and a
 full directory. Prompts are token ids (exact block boundaries); outputs are greedy.
@@ -110,6 +111,47 @@ def test_spill_and_reload_after_the_pool_evicted_it(start_server, tmp_path):
     assert cached == 1008
     after = metrics(s.base)
     assert after["tessera:kv_disk_hit_tokens_total"] > before["tessera:kv_disk_hit_tokens_total"]
+
+
+def test_reads_start_when_the_request_would_be_scheduled(start_server, tmp_path):
+    # One running slot (--max-num-seqs 1), taken by a long decode: a request whose prefix is on disk
+    # waits for its turn before a single block is read, then reloads all of it (63 blocks, in
+    # several engine loops) with the cold output.
+    ids = prompt_ids(1024, 5)
+    a = serve(start_server, tmp_path)
+    cold, _ = complete(a, ids, max_tokens=4)
+    wait_writes(a, 64)
+    assert a.stop() == 0
+    b = serve(start_server, tmp_path, "--max-num-seqs", "1")
+    done = {}
+
+    def run(key, body):
+        status, out = http(b.base, "POST", "/v1/completions", body, timeout=600)
+        done[key] = (time.perf_counter(), status, out)
+
+    long = threading.Thread(target=run, args=("long", {"prompt": prompt_ids(32, 6), "max_tokens": 400,
+                                                        "temperature": 0, "ignore_eos": True}))
+    long.start()
+    deadline = time.time() + 60
+    while metrics(b.base).get("tessera:num_requests_running", 0) < 1 and time.time() < deadline:
+        time.sleep(0.05)
+    reload = threading.Thread(target=run, args=("reload", {"prompt": ids, "max_tokens": 4, "temperature": 0}))
+    reload.start()
+    time.sleep(0.5)
+    assert long.is_alive(), "the long request ended before the check: no slot was taken"
+    m = metrics(b.base)
+    assert m.get("tessera:kv_disk_read_seconds_count", 0) == 0  # parked, nothing read yet
+    assert m["tessera:kv_disk_lookups_total"] == 2  # the long prompt (no hit) and this one
+    long.join()
+    reload.join()
+    assert done["long"][1] == 200 and done["reload"][1] == 200
+    assert done["reload"][0] > done["long"][0]
+    body = done["reload"][2]
+    assert body["choices"][0]["text"] == cold
+    assert body["usage"]["prompt_tokens_details"]["cached_tokens"] == 1008
+    m = metrics(b.base)
+    assert m["tessera:kv_disk_read_seconds_count"] == 63
+    assert m["tessera:kv_disk_hit_blocks_total"] == 63
 
 
 DAMAGES = ["truncated", "bit_flip", "wrong_key", "zero_length", "garbage"]

@@ -131,7 +131,7 @@ def test_kv_events_match_the_prefix_cache(start_server):
     for e in events:
         if e[0] == "BlockStored":
             tag, hashes, parent, tokens, block_size, lora_id, medium, lora_name = e
-            assert (len(hashes), block_size, len(tokens), lora_id, medium, lora_name) == (1, BLOCK, BLOCK, None, "GPU", None)
+            assert (len(hashes), block_size, len(tokens), lora_id, medium, lora_name) == (1, BLOCK, BLOCK, None, "CPU", None)
             if parent is None:
                 prefix = tuple(tokens)
             else:
@@ -142,7 +142,7 @@ def test_kv_events_match_the_prefix_cache(start_server):
             live[hashes[0]] = live.get(hashes[0], 0) + 1
             stored.append(hashes[0])
         elif e[0] == "BlockRemoved":
-            assert len(e) == 3 and e[2] == "GPU" and len(e[1]) == 1
+            assert len(e) == 3 and e[2] == "CPU" and len(e[1]) == 1
             h = e[1][0]
             assert live.get(h, 0) > 0, "removed a block that was not stored"
             live[h] -= 1
@@ -245,9 +245,9 @@ def test_published_events_are_the_block_pools_own_record(tmp_path):
     def expected(e):
         if e["kind"] == "BlockStored":
             return ["BlockStored", [int(e["hash"])], None if e["parent"] is None else int(e["parent"]), e["tokens"],
-                    record["block_size"], None, "GPU", None]
+                    record["block_size"], None, "CPU", None]
         if e["kind"] == "BlockRemoved":
-            return ["BlockRemoved", [int(e["hash"])], "GPU"]
+            return ["BlockRemoved", [int(e["hash"])], "CPU"]
         return ["AllBlocksCleared"]
     for m, batch in zip(messages, record["batches"]):
         ts, events, rank = msgpack.unpackb(m[2])

@@ -110,5 +110,28 @@ TEST(BlockFile, EveryDamageIsRefused) {
   EXPECT_EQ(verify_block_file(file, m, 99, &got), "size 220 bytes, expected 219");  // another payload size
 }
 
+// The I/O thread's check of a file read in two parts (header + token ids, payload) says what the
+// whole-file check says, for the good file and for damage in each part.
+TEST(BlockFile, PartsCheckMatchesWholeFileCheck) {
+  const BlockMeta m = meta_of({10, 11, 12, 13});
+  const std::vector<uint8_t> file = encode_block_file(m, payload_of(100));
+  const size_t head = block_file_head_bytes(4);
+  EXPECT_EQ(head, kBlockFileHeaderBytes + 16);
+  std::span<const uint8_t> got;
+  for (size_t at : {size_t{0}, size_t{20}, head - 1, head, file.size() - 1}) {
+    std::vector<uint8_t> f = file;
+    if (at != 0) f[at] ^= 0x10;  // at 0: undamaged
+    const std::span<const uint8_t> bytes(f);
+    const std::string parts = verify_block_parts(bytes.first(head), bytes.subspan(head), m, 100);
+    EXPECT_EQ(parts, verify_block_file(f, m, 100, &got)) << "flip at " << at;
+    EXPECT_EQ(parts, at == 0 ? "" : "checksum mismatch") << "flip at " << at;
+  }
+  const std::span<const uint8_t> bytes(file);
+  EXPECT_EQ(verify_block_parts(bytes.first(head), bytes.subspan(head, 99), m, 100), "size 219 bytes, expected 220");
+  BlockMeta other = m;
+  other.tokens = {10, 11, 12, 14};
+  EXPECT_EQ(verify_block_parts(bytes.first(head), bytes.subspan(head), other, 100), "other token ids");
+}
+
 }  // namespace
 }  // namespace tessera::kv_disk

@@ -52,6 +52,24 @@ TEST(DiskStore, WritesReadsAndNamesFiles) {
   EXPECT_EQ(n, 1);
 }
 
+// read_into: the file in two parts straight into the caller's buffers, only when its size is
+// exactly theirs (else the size, nothing read); a missing file is nullopt.
+TEST(DiskStore, ReadIntoFillsBothPartsOnlyForTheExactSize) {
+  TempDir t;
+  auto store = open_store(t.path, 1000);
+  std::vector<uint8_t> bytes(100);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i);
+  ASSERT_EQ(store->write(key_of(1), bytes).status, WriteStatus::kWritten);
+  std::vector<uint8_t> head(30, 0xee), payload(70, 0xee);
+  EXPECT_EQ(store->read_into(key_of(1), head, payload), std::optional<int64_t>(100));
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), bytes.begin()));
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), bytes.begin() + 30));
+  std::vector<uint8_t> longer(71, 0xee);
+  EXPECT_EQ(store->read_into(key_of(1), head, longer), std::optional<int64_t>(100));
+  EXPECT_EQ(longer, std::vector<uint8_t>(71, 0xee));  // not read
+  EXPECT_EQ(store->read_into(key_of(2), head, payload), std::nullopt);
+}
+
 TEST(DiskStore, EvictsLeastRecentlyUsedFirst) {
   TempDir t;
   auto store = open_store(t.path, 300);
@@ -163,6 +181,46 @@ TEST(DiskTier, WritesThenReadsVerifiedAndDeletesCorruptFiles) {
   EXPECT_EQ(s.corrupt_blocks, 1);
   EXPECT_EQ(s.read_misses, 1);
   EXPECT_EQ(s.num_files, 1);
+}
+
+// A recycled payload buffer is what the next read lands in (no allocation per block), and a read
+// of a truncated file is corrupt (deleted), its buffer kept for the next read.
+TEST(DiskTier, ReadsLandInRecycledBuffers) {
+  TempDir t;
+  DiskTierConfig c;
+  c.store = {t.path.string(), {3, 4}, 1 << 20};
+  c.payload_bytes = 64;
+  auto tier = DiskTier::open(c);
+  ASSERT_TRUE(tier.ok());
+  DiskTier& d = **tier;
+  ASSERT_TRUE(d.submit_write(meta_of(1, c.store.ns), bytes_of(64, 1)));
+  ASSERT_TRUE(d.submit_write(meta_of(2, c.store.ns), bytes_of(64, 2)));
+  d.flush();
+  d.submit_reads({{.ticket = 1, .index = 0, .expected = meta_of(1, c.store.ns)}});
+  d.flush();
+  std::vector<ReadResult> got = d.take_reads();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].payload, bytes_of(64, 1));
+  const uint8_t* buffer = got[0].payload.data();
+  d.recycle(std::move(got[0].payload));
+  d.submit_reads({{.ticket = 1, .index = 1, .expected = meta_of(2, c.store.ns)}});
+  d.flush();
+  got = d.take_reads();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, ReadStatus::kOk);
+  EXPECT_EQ(got[0].payload, bytes_of(64, 2));
+  EXPECT_EQ(got[0].payload.data(), buffer);
+  // Truncated by one byte: corrupt, deleted, and no payload handed out.
+  const std::string path1 = d.store().file_of(meta_of(1, c.store.ns).key);
+  fs::resize_file(path1, fs::file_size(path1) - 1);
+  d.submit_reads({{.ticket = 2, .index = 0, .expected = meta_of(1, c.store.ns)}});
+  d.flush();
+  got = d.take_reads();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, ReadStatus::kCorrupt);
+  EXPECT_TRUE(got[0].payload.empty());
+  EXPECT_FALSE(fs::exists(path1));
+  EXPECT_EQ(d.stats().corrupt_blocks, 1);
 }
 
 TEST(DiskTier, FullWriteQueueDropsInsteadOfBlocking) {

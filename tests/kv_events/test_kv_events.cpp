@@ -38,13 +38,13 @@ KvEventBatch sample_batch() {
 }
 
 // python3 -c "import msgpack; print(msgpack.packb([1.5, [['BlockStored', [2**64-1], None, [1, 2], 2,
-//   None, 'GPU', None], ['BlockStored', [5], 2**64-1, [300, -1], 2, None, 'GPU', None],
-//   ['BlockRemoved', [7], 'GPU'], ['AllBlocksCleared']], 0]).hex())"
+//   None, 'CPU', None], ['BlockStored', [5], 2**64-1, [300, -1], 2, None, 'CPU', None],
+//   ['BlockRemoved', [7], 'CPU'], ['AllBlocksCleared']], 0]).hex())"
 TEST(KvEventEncoder, BytesMatchVllmArrayLayout) {
   EXPECT_EQ(hex(encode_event_batch(sample_batch())),
-            "93cb3ff80000000000009498ab426c6f636b53746f72656491cfffffffffffffffffc092010202c0a3475055c098ab"
-            "426c6f636b53746f7265649105cfffffffffffffffff92cd012cff02c0a3475055c093ac426c6f636b52656d6f76"
-            "65649107a347505591b0416c6c426c6f636b73436c656172656400");
+            "93cb3ff80000000000009498ab426c6f636b53746f72656491cfffffffffffffffffc092010202c0a3435055c098ab"
+            "426c6f636b53746f7265649105cfffffffffffffffff92cd012cff02c0a3435055c093ac426c6f636b52656d6f76"
+            "65649107a343505591b0416c6c426c6f636b73436c656172656400");
 }
 
 // The disk tier's events (serve --kv-cache-dir) carry medium "DISK":
@@ -98,7 +98,7 @@ TEST(KvEventEncoder, DecodesBack) {
   for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(e.via.array.ptr[3].via.array.ptr[i].via.u64, 1000u + i);
   EXPECT_EQ(e.via.array.ptr[4].via.u64, 16u);
   EXPECT_EQ(e.via.array.ptr[5].type, MSGPACK_OBJECT_NIL);
-  EXPECT_EQ(str_of(e.via.array.ptr[6]), "GPU");
+  EXPECT_EQ(str_of(e.via.array.ptr[6]), "CPU");
   EXPECT_EQ(e.via.array.ptr[7].type, MSGPACK_OBJECT_NIL);
   msgpack_unpacked_destroy(&msg);
 }
