@@ -139,18 +139,26 @@ BlockMeta meta_of(int i, DiskKey ns) {
   return m;
 }
 
+// A tier on `t` (64-byte payloads) with blocks 1 and 2 written and flushed.
+std::unique_ptr<DiskTier> tier_with_two_blocks(const TempDir& t, DiskTierConfig& c, bool record_events) {
+  c.store = {t.path.string(), {3, 4}, 1 << 20};
+  c.payload_bytes = 64;
+  c.record_events = record_events;
+  auto tier = DiskTier::open(c);
+  EXPECT_TRUE(tier.ok());
+  if (!tier.ok()) return nullptr;
+  EXPECT_TRUE((*tier)->submit_write(meta_of(1, c.store.ns), bytes_of(64, 1)));
+  EXPECT_TRUE((*tier)->submit_write(meta_of(2, c.store.ns), bytes_of(64, 2)));
+  (*tier)->flush();
+  return std::move(*tier);
+}
+
 TEST(DiskTier, WritesThenReadsVerifiedAndDeletesCorruptFiles) {
   TempDir t;
   DiskTierConfig c;
-  c.store = {t.path.string(), {3, 4}, 1 << 20};
-  c.payload_bytes = 64;
-  c.record_events = true;
-  auto tier = DiskTier::open(c);
-  ASSERT_TRUE(tier.ok());
-  DiskTier& d = **tier;
-  ASSERT_TRUE(d.submit_write(meta_of(1, c.store.ns), bytes_of(64, 1)));
-  ASSERT_TRUE(d.submit_write(meta_of(2, c.store.ns), bytes_of(64, 2)));
-  d.flush();
+  std::unique_ptr<DiskTier> tier = tier_with_two_blocks(t, c, /*record_events=*/true);
+  ASSERT_NE(tier, nullptr);
+  DiskTier& d = *tier;
   EXPECT_EQ(d.stats().writes, 2);
   const std::vector<DiskEvent> events = d.drain_events();
   ASSERT_EQ(events.size(), 2u);
@@ -188,14 +196,9 @@ TEST(DiskTier, WritesThenReadsVerifiedAndDeletesCorruptFiles) {
 TEST(DiskTier, ReadsLandInRecycledBuffers) {
   TempDir t;
   DiskTierConfig c;
-  c.store = {t.path.string(), {3, 4}, 1 << 20};
-  c.payload_bytes = 64;
-  auto tier = DiskTier::open(c);
-  ASSERT_TRUE(tier.ok());
-  DiskTier& d = **tier;
-  ASSERT_TRUE(d.submit_write(meta_of(1, c.store.ns), bytes_of(64, 1)));
-  ASSERT_TRUE(d.submit_write(meta_of(2, c.store.ns), bytes_of(64, 2)));
-  d.flush();
+  std::unique_ptr<DiskTier> tier = tier_with_two_blocks(t, c, /*record_events=*/false);
+  ASSERT_NE(tier, nullptr);
+  DiskTier& d = *tier;
   d.submit_reads({{.ticket = 1, .index = 0, .expected = meta_of(1, c.store.ns)}});
   d.flush();
   std::vector<ReadResult> got = d.take_reads();
