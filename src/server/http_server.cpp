@@ -223,14 +223,14 @@ void HttpServer::stop() {
     error_code ignored;
     s.acceptor.close(ignored);
   }
-  // What a finished handler queued (a drained stream's last events and [DONE]) still goes out: the
-  // handler's end (num_in_flight 0) comes before the I/O thread has written its bytes.
+  s.pool.stop();  // handlers see stopping (or a closed connection) within one poll, queue their last
+                  // events (a cut stream's error event and [DONE]) and return
+  // Only now, with every handler's last bytes queued, does each connection close once they are
+  // written (a finished handler's end also comes before the I/O thread has written its bytes).
+  // Closing earlier (or outright) cut a stream whose queue was momentarily empty before its handler
+  // had queued the error event. A reader that takes none of it is cut at the wait's deadline.
   for (const auto& c : s.open_connections()) c->close_when_written();
-  s.pool.stop();  // handlers see stopping (or a closed connection) within one poll and return
-  if (was_listening) {
-    for (const auto& c : s.open_connections()) c->close();  // any accepted before the acceptor closed
-    s.wait_for_connections(Clock::now() + std::chrono::milliseconds(500));
-  }
+  if (was_listening) s.wait_for_connections(Clock::now() + std::chrono::milliseconds(500));
   s.ioc.stop();
   std::unique_lock<std::mutex> lock(s.life_mu);
   s.life_cv.wait(lock, [&s] { return !s.listening; });
