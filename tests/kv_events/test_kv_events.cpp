@@ -9,6 +9,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "kv_events/event_encoder.h"
 #include "kv_events/kv_event_publisher.h"
@@ -61,6 +62,23 @@ TEST(KvEventEncoder, DiskTierEventsCarryMediumDisk) {
             "6f7665649109a44449534b00");
 }
 
+// One encoded batch unpacked (freed with it; its strings point into `bytes`, kept here): ok when
+// it decoded, whole when it used every byte.
+struct Decoded {
+  const std::string bytes;
+  msgpack_unpacked msg;
+  bool ok = false, whole = false;
+  explicit Decoded(std::string encoded) : bytes(std::move(encoded)) {
+    msgpack_unpacked_init(&msg);
+    size_t off = 0;
+    ok = msgpack_unpack_next(&msg, bytes.data(), bytes.size(), &off) == MSGPACK_UNPACK_SUCCESS;
+    whole = off == bytes.size();
+  }
+  ~Decoded() { msgpack_unpacked_destroy(&msg); }
+  Decoded(const Decoded&) = delete;
+  Decoded& operator=(const Decoded&) = delete;
+};
+
 std::string str_of(const msgpack_object& o) {
   EXPECT_EQ(o.type, MSGPACK_OBJECT_STR);
   return std::string(o.via.str.ptr, o.via.str.size);
@@ -73,14 +91,10 @@ TEST(KvEventEncoder, DecodesBack) {
   KvCacheEvent stored{KvCacheEvent::Kind::kBlockStored, 0x8000000000000001ull, 42, {}};
   for (int32_t i = 0; i < 16; ++i) stored.token_ids.push_back(1000 + i);
   b.events.push_back(stored);
-  const std::string bytes = encode_event_batch(b);
-
-  msgpack_unpacked msg;
-  msgpack_unpacked_init(&msg);
-  size_t off = 0;
-  ASSERT_EQ(msgpack_unpack_next(&msg, bytes.data(), bytes.size(), &off), MSGPACK_UNPACK_SUCCESS);
-  EXPECT_EQ(off, bytes.size());
-  const msgpack_object& root = msg.data;
+  const Decoded d(encode_event_batch(b));
+  ASSERT_TRUE(d.ok);
+  EXPECT_TRUE(d.whole);
+  const msgpack_object& root = d.msg.data;
   ASSERT_EQ(root.type, MSGPACK_OBJECT_ARRAY);
   ASSERT_EQ(root.via.array.size, 3u);
   EXPECT_EQ(root.via.array.ptr[0].type, MSGPACK_OBJECT_FLOAT64);
@@ -100,7 +114,6 @@ TEST(KvEventEncoder, DecodesBack) {
   EXPECT_EQ(e.via.array.ptr[5].type, MSGPACK_OBJECT_NIL);
   EXPECT_EQ(str_of(e.via.array.ptr[6]), "CPU");
   EXPECT_EQ(e.via.array.ptr[7].type, MSGPACK_OBJECT_NIL);
-  msgpack_unpacked_destroy(&msg);
 }
 
 TEST(KvEventEncoder, LoraBlockCarriesItsAdapter) {
@@ -110,16 +123,12 @@ TEST(KvEventEncoder, LoraBlockCarriesItsAdapter) {
   stored.lora_name = "sql";
   stored.lora_id = 7;
   b.events.push_back(stored);
-  const std::string bytes = encode_event_batch(b);
-  msgpack_unpacked msg;
-  msgpack_unpacked_init(&msg);
-  size_t off = 0;
-  ASSERT_EQ(msgpack_unpack_next(&msg, bytes.data(), bytes.size(), &off), MSGPACK_UNPACK_SUCCESS);
-  const msgpack_object& e = msg.data.via.array.ptr[1].via.array.ptr[0];
+  const Decoded d(encode_event_batch(b));
+  ASSERT_TRUE(d.ok);
+  const msgpack_object& e = d.msg.data.via.array.ptr[1].via.array.ptr[0];
   ASSERT_EQ(e.via.array.size, 8u);
   EXPECT_EQ(e.via.array.ptr[5].via.u64, 7u);            // lora_id
   EXPECT_EQ(str_of(e.via.array.ptr[7]), "sql");         // lora_name
-  msgpack_unpacked_destroy(&msg);
 }
 
 TEST(KvEventEncoder, SequenceNumberAndTopic) {
