@@ -47,13 +47,21 @@ def namespaces(root):
 
 
 def block_files(root):
-    """{the block's token ids: path} over every namespace's files (token ids follow the header)."""
+    """{the block's token ids: path} over every namespace's files (token ids follow the header).
+
+    A live server's temp file ("<key>.tmp.<pid>.<n>") may be renamed or removed between listdir and
+    open: temp files are skipped, and a file gone by the time it is opened is one not counted."""
     out = {}
     for ns in namespaces(root):
         for name in os.listdir(os.path.join(root, ns)):
+            if ".tmp." in name:
+                continue
             path = os.path.join(root, ns, name)
-            with open(path, "rb") as f:
-                head = f.read(HEADER + 4 * BLOCK)
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(HEADER + 4 * BLOCK)
+            except FileNotFoundError:
+                continue
             if len(head) == HEADER + 4 * BLOCK:
                 out[tuple(int.from_bytes(head[HEADER + 4 * i:HEADER + 4 * i + 4], "little", signed=True)
                           for i in range(BLOCK))] = path
@@ -65,7 +73,14 @@ def block_of(ids, b):
 
 
 def dir_bytes(root):
-    return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(root) for f in fs)
+    total = 0
+    for r, _, fs in os.walk(root):
+        for f in fs:
+            try:
+                total += os.path.getsize(os.path.join(r, f))
+            except FileNotFoundError:  # a temp file renamed or a block evicted since the listing
+                pass
+    return total
 
 
 def serve(start_server, cache_dir, *extra, model=None):
