@@ -53,7 +53,15 @@ void pack_kquant_record(const uint8_t* blk, int r, uint8_t* rec) {
   using L = PackedKLayout<T>;
   if constexpr (L::kQ6) {
     const auto* b = reinterpret_cast<const BlockQ6_K*>(blk);
-    for (int e = 0; e < kQkK; ++e) rec[64 * (e / 4) + 4 * r + e % 4] = static_cast<uint8_t>(q6k_weight(*b, e));
+    for (int e = 0; e < kQkK; ++e) {
+      const int j = e / 16, k = e % 16 / 4, t = e % 4, w = q6k_weight(*b, e);
+      uint8_t* at = rec + 192 * j + 4 * r + t;  // + 64 k': vector k' of sub-block j (see matmul_pack.h)
+      if (k < 3) {
+        at[64 * k] |= static_cast<uint8_t>(w);
+      } else {
+        for (int kk = 0; kk < 3; ++kk) at[64 * kk] |= static_cast<uint8_t>(((w >> (2 * kk)) & 3) << 6);
+      }
+    }
     for (int j = 0; j < 16; ++j) rec[L::kScAt + 16 * j + r] = static_cast<uint8_t>(b->scales[j]);
     std::memcpy(rec + L::kDAt + 2 * r, &b->d, 2);
   } else {

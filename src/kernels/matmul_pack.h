@@ -25,10 +25,14 @@
 //     Q5_K then qh[8][8] (uint64): bit 4r + t of qh[j][v] = the fifth bit of element 4v + t of
 //     sub-block j of row r; then sc[8][16], mn[8][16] (uint8, 6-bit: sub-block j's scale, min of
 //     row r), d[16], dmin[16] (fp16). 2368 (Q5_K 2880) bytes against 16 x 144 (176) in the GGUF.
-//   Q6_K: q[64][16][4]: q[u][r][t] = the 6-bit weight (0..63, value q - 32) of element 4u + t of
-//     row r, one per byte (4 + 2 bit fields would cost ~4 vector ops per 64 weights to put back
-//     together, more than the dots at m = 1); then sc[16][16] (int8, sub-block j's scale of row
-//     r) and d[16] (fp16), padded to 4416 bytes against 16 x 210: the m = 1 pass reads 31% more.
+//   Q6_K: q[16][3][16][4]: sub-block j's 16 elements as 4 vectors u = 0..3 of 4 elements of the
+//     16 rows, in 3 bytes per 4 weights: byte q[j][k][r][t] (k < 3) = the 6-bit weight (0..63,
+//     value q - 32) of element 16j + 4k + t of row r in bits 0-5, and bits 2k, 2k + 1 of element
+//     16j + 12 + t in bits 6-7. The kernels put vectors 0-2 back with one AND each and vector 3
+//     with three shifts, two bit-selects and an AND, per sub-block and 16 rows, once for every
+//     activation row of a tile. Then sc[16][16] (int8, sub-block j's scale of row r) and d[16]
+//     (fp16): 3392 bytes against 16 x 210 (one byte per weight, as before, cost 4416: the m = 1
+//     pass read 31% more than the file).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,7 +52,7 @@ template <DType T>
 struct PackedKLayout {
   static constexpr bool kQ6 = T == DType::Q6_K;
   static constexpr bool kQ5 = T == DType::Q5_K;
-  static constexpr size_t kQsBytes = kQ6 ? 4096 : 2048;
+  static constexpr size_t kQsBytes = kQ6 ? 3072 : 2048;
   static constexpr size_t kQhAt = kQsBytes;                       // Q5_K: qh[8][8] uint64
   static constexpr size_t kScAt = kQsBytes + (kQ5 ? 512 : 0);     // sc[sub-blocks][16]
   static constexpr size_t kMnAt = kScAt + 128;                    // Q4_K/Q5_K: mn[8][16]

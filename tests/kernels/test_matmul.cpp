@@ -147,7 +147,7 @@ TEST(Matmul, PackedLayoutOfOneQ4_1Record) {
 }
 
 // One Q4_K and one Q6_K record, byte for byte (matmul_pack.h): qs bytes of row r in lane r,
-// the sub-block scales and mins unpacked from their 6-bit fields, Q6_K's weights one per byte.
+// the sub-block scales and mins unpacked from their 6-bit fields, Q6_K's weights in 6 bits.
 TEST(Matmul, PackedLayoutOfKQuantRecords) {
   const auto q4 = random_weights(DType::Q4_K, 16, 256, 5);
   std::vector<uint8_t> p(packed_bytes(DType::Q4_K, 16, 256));
@@ -173,6 +173,7 @@ TEST(Matmul, PackedLayoutOfKQuantRecords) {
   // Q6_K: dequantize row r and compare value by value: d * sc[j] * (q - 32).
   const auto q6 = random_weights(DType::Q6_K, 16, 256, 6);
   std::vector<uint8_t> p6(packed_bytes(DType::Q6_K, 16, 256));
+  ASSERT_EQ(p6.size(), 3392u);  // 3072 weight bytes (6 bits each) + 256 scales + 32 d + 32 padding
   pack_weights(DType::Q6_K, q6.data(), 16, 256, p6.data());
   using L6 = PackedKLayout<DType::Q6_K>;
   std::vector<float> row(256);
@@ -181,8 +182,11 @@ TEST(Matmul, PackedLayoutOfKQuantRecords) {
     uint16_t d16;
     std::memcpy(&d16, &p6[L6::kDAt + 2 * r], 2);
     for (int e = 0; e < 256; ++e) {
-      const int q = p6[64 * (e / 4) + 4 * r + e % 4];
-      ASSERT_LT(q, 64);
+      // Sub-block j = e / 16, vector k = e % 16 / 4: bits 0-5 of byte (j, k, r, t) for k < 3; vector
+      // 3's weight from bits 6-7 of the three bytes (j, 0..2, r, t), low bits first.
+      const int j = e / 16, k = e % 16 / 4, t = e % 4;
+      const uint8_t* at = &p6[192 * j + 4 * r + t];
+      const int q = k < 3 ? (at[64 * k] & 0x3F) : ((at[0] >> 6) | ((at[64] >> 6) << 2) | ((at[128] >> 6) << 4));
       const auto sc = static_cast<int8_t>(p6[L6::kScAt + 16 * (e / 16) + r]);
       EXPECT_EQ(row[e], fp16_to_fp32(d16) * static_cast<float>(sc * (q - 32))) << "row " << r << " element " << e;
     }

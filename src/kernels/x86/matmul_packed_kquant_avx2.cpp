@@ -42,6 +42,21 @@ inline __m256i dup_pairs(const uint8_t* p) {
   return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
 }
 
+// Rows 8h..8h+7 of one Q6_K sub-block's 3 packed vectors (matmul_pack.h; q points at half h of the
+// first) -> w[v][h], its 4 vectors of 6-bit weights: vectors 0-2 are bits 0-5, vector 3 gathers
+// bits 6-7 of each (the 16-bit shifts carry the next byte's low bits in; the masks drop them).
+inline void unpack_q6_half(const uint8_t* q, __m256i w[4][2], int h) {
+  const __m256i v0 = load(q), v1 = load(q + 64), v2 = load(q + 128);
+  const __m256i low6 = _mm256_set1_epi8(0x3F);
+  w[0][h] = _mm256_and_si256(v0, low6);
+  w[1][h] = _mm256_and_si256(v1, low6);
+  w[2][h] = _mm256_and_si256(v2, low6);
+  const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(v0, 6), _mm256_set1_epi8(0x03));
+  const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), _mm256_set1_epi8(0x0C));
+  const __m256i b2 = _mm256_and_si256(_mm256_srli_epi16(v2, 2), _mm256_set1_epi8(0x30));
+  w[3][h] = _mm256_or_si256(_mm256_or_si256(b0, b1), b2);
+}
+
 template <DType T, int R>
 void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group, int64_t nb, int64_t i0,
                 float* y_out, const __m256i store[2], bool stream, NextGroup next) {
@@ -71,6 +86,10 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
     for (int j = 0; j < R; ++j) isum[0][j] = isum[1][j] = _mm256_setzero_si256();
     for (int sb = 0; sb < kSubBlocks; ++sb) {
       const __m256i sc[2] = {dup_pairs<L::kQ6>(rec + L::kScAt + 16 * sb), dup_pairs<L::kQ6>(rec + L::kScAt + 16 * sb + 8)};
+      [[maybe_unused]] __m256i q6w[4][2];  // Q6_K: the sub-block's 4 weight vectors, rows 8h.. in [v][h]
+      if constexpr (L::kQ6) {
+        for (int h = 0; h < 2; ++h) unpack_q6_half(rec + 192 * sb + 32 * h, q6w, h);
+      }
       for (int v0 = 0; v0 < kVecs; v0 += kRun) {
         __m256i run[2][R];
         for (int j = 0; j < R; ++j) run[0][j] = run[1][j] = _mm256_setzero_si256();
@@ -79,7 +98,7 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
           __m256i w[2];
           for (int h = 0; h < 2; ++h) {
             if constexpr (L::kQ6) {
-              w[h] = load(rec + 64 * (4 * sb + v) + 32 * h);
+              w[h] = q6w[v][h];
             } else {
               const __m256i raw = load(rec + 512 * (sb / 2) + 64 * v + 32 * h);
               w[h] = _mm256_and_si256(sb % 2 == 0 ? raw : _mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0F));

@@ -52,6 +52,22 @@ struct KArgs {
 
 inline __m512i bcast(const void* p) { return _mm512_set1_epi32(*static_cast<const int32_t*>(p)); }
 
+// One Q6_K sub-block's 3 packed vectors (matmul_pack.h) -> its 4 vectors of 6-bit weights.
+// Vector 3 gathers bits 6-7 of each: v0's into bits 0-1, v1's into 2-3, v2's into 4-5. The
+// 16-bit shifts carry the next byte's low bits into bits 6-7 (or 4-7), which the bit-selects and
+// the final AND drop; v2 is masked to its bits 6-7 first so its shift leaves bits 6-7 clear.
+inline void unpack_q6_subblock(const uint8_t* q, __m512i w[4]) {
+  const __m512i v0 = _mm512_loadu_si512(q), v1 = _mm512_loadu_si512(q + 64), v2 = _mm512_loadu_si512(q + 128);
+  const __m512i low6 = _mm512_set1_epi8(0x3F);
+  w[0] = _mm512_and_si512(v0, low6);
+  w[1] = _mm512_and_si512(v1, low6);
+  w[2] = _mm512_and_si512(v2, low6);
+  // ternlog 0xE4 = C ? A : B bitwise (A = first, B = second, C = third operand).
+  const __m512i b01 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v0, 6), _mm512_srli_epi16(v1, 4), _mm512_set1_epi8(0x03), 0xE4);
+  const __m512i hi2 = _mm512_srli_epi16(_mm512_andnot_si512(low6, v2), 2);
+  w[3] = _mm512_ternarylogic_epi32(b01, hi2, _mm512_set1_epi8(0x0F), 0xE4);
+}
+
 template <DType T, int R>
 void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, float* y_base, __mmask16 store,
                 bool first_tile, NextGroup next) {
@@ -76,7 +92,7 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
       for (int sb = 0; sb < 16; ++sb) {  // sub-blocks of 16: 4 weight vectors each
         const int32_t* neg32 = k.neg32_bsums + (b * 16 + sb) * a.m + i0;  // rows i0.. of sub-block sb
         __m512i w[4];
-        for (int u = 0; u < 4; ++u) w[u] = _mm512_loadu_si512(rec + 64 * (4 * sb + u));
+        unpack_q6_subblock(rec + 192 * sb, w);
         const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb)));
         for (int j = 0; j < R; ++j) {
           const int8_t* x = xb + j * a.cols + 16 * sb;
