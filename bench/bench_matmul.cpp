@@ -51,6 +51,10 @@ constexpr Shape kShapes[] = {{"576->576", 576, 576},
                              {"4864->896", 4864, 896},
                              {"896->896", 896, 896},        // Qwen2.5-0.5B's attn_q / attn_output
                              {"896->151936", 896, 151936},  // Qwen2.5-0.5B's logits (Q8_0 output.weight)
+                             // Qwen2.5-Coder-1.5B (Q4_K_M: gate/up Q4_K, down Q4_K or Q6_K, output Q6_K)
+                             {"1536->8960", 1536, 8960},
+                             {"8960->1536", 8960, 1536},
+                             {"1536->151936", 1536, 151936},
                              // Gemma-3-270M (Q4_K_M: q/k/v/gate/up Q5_0 or Q8_0, attn_output Q4_K, down Q4_K or
                              // Q6_K, logits over the tied Q8_0 token_embd)
                              {"640->1024", 640, 1024},
