@@ -76,6 +76,7 @@ class EngineDiskTier {
   void end_all();
   // DISK-medium events since the last call (blocks written, files evicted).
   std::vector<KvCacheEvent> drain_events();
+  bool events_pending() const { return tier_->events_pending(); }  // the idle loop polls while true
   // Counters, gauges and latency histograms into a metrics snapshot. Any thread (the tier's I/O
   // thread finishes writes after the step that queued them, so Engine::metrics() reads them live).
   void fill_metrics(MetricsSnapshot& m) const;

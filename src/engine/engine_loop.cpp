@@ -265,12 +265,21 @@ void EngineImpl::loop() {
     }
     if (!scheduler_->has_unfinished_requests()) {
       if (disk_) disk_->end_all();  // every sequence has ended: its held-back blocks go to disk
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (disk_ && disk_->has_parked()) {  // reads in flight: poll them (a block reads in ~100 us)
-        cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return !messages_.empty() || stop_.load(); });
-      } else {
-        cv_.wait(lock, [&] { return !messages_.empty() || stop_.load(); });
+      // Writes finishing after the last step: their DISK events go out while idle, not with the
+      // next request's first step.
+      const bool poll_disk_events = disk_ && config_.on_kv_events && disk_->events_pending();
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        const auto woken = [&] { return !messages_.empty() || stop_.load(); };
+        if (disk_ && disk_->has_parked()) {  // reads in flight: poll them (a block reads in ~100 us)
+          cv_.wait_for(lock, std::chrono::microseconds(200), woken);
+        } else if (poll_disk_events) {
+          cv_.wait_for(lock, std::chrono::milliseconds(5), woken);
+        } else {
+          cv_.wait(lock, woken);
+        }
       }
+      if (poll_disk_events) publish();
       continue;
     }
     step();

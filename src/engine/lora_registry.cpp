@@ -85,6 +85,27 @@ void LoraBlockNames::name(const std::vector<kv::BlockEvent>& records, std::vecto
       case kv::BlockEventKind::kAllCleared: by_hash_.clear(); break;
     }
   }
+  // The disk tier's events follow the pool's. A block reaches disk under its pool hash, from a pool
+  // block that may be evicted by the time the write is reported: named by the pool's record of
+  // that hash, else by its parent on disk (a chain never changes adapter).
+  for (size_t i = records.size(); i < events.size(); ++i) {
+    KvCacheEvent& e = events[i];
+    if (e.medium != KvCacheEvent::Medium::kDisk) continue;
+    if (e.kind == KvCacheEvent::Kind::kBlockRemoved) {
+      on_disk_.erase(e.block_hash);
+      continue;
+    }
+    if (e.kind != KvCacheEvent::Kind::kBlockStored) continue;
+    const Name* from = nullptr;
+    if (auto h = by_hash_.find(e.block_hash); h != by_hash_.end()) from = &h->second;
+    if (from == nullptr && e.parent_block_hash) {
+      if (auto p = on_disk_.find(*e.parent_block_hash); p != on_disk_.end()) from = &p->second;
+    }
+    if (from == nullptr) continue;
+    e.lora_name = from->name;
+    e.lora_id = from->id;
+    on_disk_[e.block_hash] = {from->name, from->id, 1};
+  }
 }
 
 std::string lora_cache_salt(const std::string& cache_salt, const LoadedLora* lora) {

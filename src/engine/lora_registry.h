@@ -57,11 +57,15 @@ class LoraRegistry {
 //   note(extra keys of an adapted request, per KV-cache group, adapter)   at admission;
 //   name(events) on each step's drained records: a kStored block whose extra key is noted, or whose
 //   parent block was named, gets the adapter's name and generation; kRemoved forgets a copy.
+//   The disk tier's events (after the records, medium kDisk) are named by the pool's name of the
+//   same hash or by their parent's disk name; a disk kRemoved forgets it. Blocks written by an
+//   earlier process or another replica stay unnamed (the files do not record the adapter).
 // Engine thread only; kept only while KV events are on.
 class LoraBlockNames {
  public:
   void note(uint64_t extra_key, const LoadedLora& lora) { by_key_[extra_key] = {lora.info.name, lora.generation, 0}; }
-  // records[i] is events[i]'s record (kv_event_batch keeps the order).
+  // records[i] is events[i]'s record (kv_event_batch keeps the order); events past the records are
+  // the disk tier's.
   void name(const std::vector<kv::BlockEvent>& records, std::vector<KvCacheEvent>& events);
 
  private:
@@ -72,6 +76,7 @@ class LoraBlockNames {
   };
   std::unordered_map<uint64_t, Name> by_key_;   // extra key -> adapter
   std::unordered_map<uint64_t, Name> by_hash_;  // cached block hash -> adapter
+  std::unordered_map<uint64_t, Name> on_disk_;  // disk-tier block (its pool hash) -> adapter
 };
 
 // The cache salt of a request's blocks: its tenant salt, and the adapter's name and generation

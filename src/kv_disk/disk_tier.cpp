@@ -82,6 +82,11 @@ std::vector<DiskEvent> DiskTier::drain_events() {
   return out;
 }
 
+bool DiskTier::events_pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !writes_.empty() || busy_ || !events_.empty();
+}
+
 DiskTierStats DiskTier::stats() const {
   DiskTierStats s;
   {

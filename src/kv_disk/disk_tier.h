@@ -100,6 +100,8 @@ class DiskTier {
   // 192 KiB buffer costs page faults and zeroing, more than the read itself).
   void recycle(std::vector<uint8_t> buffer);
   std::vector<DiskEvent> drain_events();
+  // Writes queued or running, or events not yet drained: DISK events are still to come out.
+  bool events_pending() const;
   DiskTierStats stats() const;
   DiskLatencies drain_latencies();
   // Blocks until both queues are empty (tests, shutdown).

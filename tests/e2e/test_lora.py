@@ -259,6 +259,53 @@ def test_kv_events_carry_lora_name(adapters, start_server):
     assert {e[1][0] for e in stored[:3]}.isdisjoint({e[1][0] for e in stored[3:]})
 
 
+def test_disk_tier_events_carry_lora_name(adapters, start_server, tmp_path):
+    """--kv-events with --kv-cache-dir: each block written to disk is reported once more with
+    medium DISK, under its pool hash, named by the adapter that computed it (None for the base),
+    and without waiting for another request (the idle engine publishes the finished writes)."""
+    zmq = pytest.importorskip("zmq")
+    msgpack = pytest.importorskip("msgpack")
+    from conftest import free_port
+    from test_kv_events import Collector
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    port = free_port()
+    sub.bind(f"tcp://127.0.0.1:{port}")
+    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
+    collector = Collector(sub)
+    collector.start()
+
+    def disk_stored(messages):
+        return sum(1 for msg in list(messages) for e in msgpack.unpackb(msg[2])[1]
+                   if e[0] == "BlockStored" and e[6] == "DISK")
+
+    s = start_server("--kv-events", f"tcp://127.0.0.1:{port}", "--kv-cache-dir", str(tmp_path),
+                     "--lora-modules", f"a={adapters['a']}")
+    try:
+        ids = list(range(3000, 3000 + 3 * 16 + 5))  # 3 full blocks
+        for model in ("smol", "a"):
+            status, body = http(s.base, "POST", "/v1/completions", {"model": model, "prompt": ids, "max_tokens": 1})
+            assert status == 200, body
+            # This request's writes are reported before the next request starts.
+            want, deadline = (3 if model == "smol" else 6), time.time() + 30
+            while time.time() < deadline and disk_stored(collector.messages) < want:
+                time.sleep(0.1)
+            assert disk_stored(collector.messages) == want, model
+        messages = collector.stop()
+    finally:
+        collector.done.set()
+        collector.join()
+        sub.close(linger=0)
+        ctx.term()
+    stored = [e for msg in messages for e in msgpack.unpackb(msg[2])[1] if e[0] == "BlockStored"]
+    pool = [e for e in stored if e[6] == "CPU"]
+    disk = [e for e in stored if e[6] == "DISK"]
+    assert [(e[7], e[5] is not None) for e in pool] == [(None, False)] * 3 + [("a", True)] * 3
+    assert [(e[7], e[5] is not None) for e in disk] == [(None, False)] * 3 + [("a", True)] * 3
+    assert [e[1] for e in disk] == [e[1] for e in pool]  # the same blocks, by their pool hashes
+    assert [e[5] for e in disk] == [e[5] for e in pool]
+
+
 def test_disk_tier_keys_blocks_by_adapter(adapters, start_server, tmp_path):
     """--kv-cache-dir with adapters: a prompt's blocks written under adapter a come back from disk
     after a restart for a alone (same tokens); b and the base model find none of them."""

@@ -1,5 +1,6 @@
 // EngineLoras (engine/engine_loras.h), model-free: max_loras admission over the requests in flight,
-// the held queue's order and aborts, the step's per-sequence adapters, and the per-adapter counts.
+// the held queue's order and aborts, the step's per-sequence adapters, the per-adapter counts, and
+// the KV events' adapter names (LoraBlockNames).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -137,6 +138,63 @@ TEST(EngineLoras, LoadOptionsFromTheConfig) {
   EXPECT_EQ(EngineLoras::load_options(config).storage, LoraLoadOptions::Storage::kF16);
   config.lora_dtype = "f32";
   EXPECT_EQ(EngineLoras::load_options(config).storage, LoraLoadOptions::Storage::kF32);
+}
+
+// The KV events' lora_name, pool then disk tier: a chain root is named by its noted extra key,
+// its child by the parent; a disk event by the pool's name of its hash, or (its pool block gone)
+// by its parent on disk; a disk removal forgets the name; base-model blocks stay unnamed.
+TEST(LoraBlockNames, NamesPoolThenDiskEvents) {
+  LoadedLora a;
+  a.info.name = "a";
+  a.generation = 7;
+  LoraBlockNames names;
+  names.note(/*extra_key=*/99, a);
+  const auto stored = [](uint64_t hash, std::optional<uint64_t> parent, uint64_t extra_key) {
+    kv::BlockEvent r;
+    r.kind = kv::BlockEventKind::kStored;
+    r.hash = hash;
+    r.has_parent = parent.has_value();
+    r.parent_hash = parent.value_or(0);
+    r.extra_key = extra_key;
+    return r;
+  };
+  // Pool: the adapter's chain 10 -> 11 and a base block 20.
+  std::vector<kv::BlockEvent> records = {stored(10, std::nullopt, 99), stored(11, 10, 0), stored(20, std::nullopt, 0)};
+  std::vector<KvCacheEvent> events(3);
+  names.name(records, events);
+  EXPECT_EQ(events[0].lora_name, "a");
+  EXPECT_EQ(events[0].lora_id, 7u);
+  EXPECT_EQ(events[1].lora_name, "a");
+  EXPECT_EQ(events[2].lora_name, "");
+  // The pool evicts 11; then the disk tier reports 10, 11 and 20 written, and a block 12 whose
+  // parent is 11: 11 by its disk parent 10 (its pool name is gone), 12 by its disk parent 11.
+  kv::BlockEvent removed;
+  removed.kind = kv::BlockEventKind::kRemoved;
+  removed.hash = 11;
+  records = {removed};
+  events.assign(1, KvCacheEvent{});
+  names.name(records, events);
+  const auto disk = [](KvCacheEvent::Kind kind, uint64_t hash, std::optional<uint64_t> parent) {
+    KvCacheEvent e;
+    e.kind = kind;
+    e.medium = KvCacheEvent::Medium::kDisk;
+    e.block_hash = hash;
+    e.parent_block_hash = parent;
+    return e;
+  };
+  records.clear();
+  events = {disk(KvCacheEvent::Kind::kBlockStored, 10, std::nullopt), disk(KvCacheEvent::Kind::kBlockStored, 11, 10),
+            disk(KvCacheEvent::Kind::kBlockStored, 20, std::nullopt), disk(KvCacheEvent::Kind::kBlockStored, 12, 11)};
+  names.name(records, events);
+  EXPECT_EQ(events[0].lora_name, "a");
+  EXPECT_EQ(events[1].lora_name, "a");
+  EXPECT_EQ(events[1].lora_id, 7u);
+  EXPECT_EQ(events[2].lora_name, "");
+  EXPECT_EQ(events[3].lora_name, "a");
+  // Evicted from disk: a later child of 12 finds no name there (and 12's pool block never existed).
+  events = {disk(KvCacheEvent::Kind::kBlockRemoved, 12, std::nullopt), disk(KvCacheEvent::Kind::kBlockStored, 13, 12)};
+  names.name(records, events);
+  EXPECT_EQ(events[1].lora_name, "");
 }
 
 }  // namespace
