@@ -232,6 +232,7 @@ std::unique_ptr<ActiveRequest> EngineDiskTier::take_parked(int64_t request_id) {
   if (it == parked_.end()) return nullptr;
   std::unique_ptr<ActiveRequest> req = std::move(it->second.msg.request);
   parked_.erase(it);
+  tier_->cancel_reads(request_id);  // its queued reads would only be thrown away (ticket = request id)
   return req;
 }
 

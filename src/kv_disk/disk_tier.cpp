@@ -82,6 +82,17 @@ std::vector<DiskEvent> DiskTier::drain_events() {
   return out;
 }
 
+int64_t DiskTier::cancel_reads(int64_t ticket) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t dropped = static_cast<int64_t>(std::erase_if(reads_, [&](const ReadRequest& r) { return r.ticket == ticket; }));
+  std::erase_if(done_, [&](ReadResult& r) {
+    if (r.ticket != ticket) return false;
+    if (!r.payload.empty() && spare_.size() < kMaxSpare) spare_.push_back(std::move(r.payload));
+    return true;
+  });
+  return dropped;
+}
+
 bool DiskTier::events_pending() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return !writes_.empty() || busy_ || !events_.empty();

@@ -96,6 +96,10 @@ class DiskTier {
   bool submit_write(BlockMeta meta, std::vector<uint8_t> payload);
   void submit_reads(std::vector<ReadRequest> reads);
   std::vector<ReadResult> take_reads();
+  // The reads of `ticket` not started yet are dropped, and its results not yet taken are discarded
+  // (their buffers kept for later reads); a read already running finishes and is discarded by the
+  // caller. Returns the number of reads that will not run.
+  int64_t cancel_reads(int64_t ticket);
   // A payload buffer the caller is done with: the I/O thread reads the next blocks into it (a fresh
   // 192 KiB buffer costs page faults and zeroing, more than the read itself).
   void recycle(std::vector<uint8_t> buffer);

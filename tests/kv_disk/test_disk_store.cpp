@@ -226,6 +226,32 @@ TEST(DiskTier, ReadsLandInRecycledBuffers) {
   EXPECT_EQ(d.stats().corrupt_blocks, 1);
 }
 
+// An aborted request's reads: those not started are dropped, those done are discarded; every
+// read is accounted for exactly once (run and handed out before the cancel, or dropped), and the
+// other ticket's reads are untouched.
+TEST(DiskTier, CancelledReadsDoNotRunOrComeBack) {
+  TempDir t;
+  DiskTierConfig c;
+  std::unique_ptr<DiskTier> tier = tier_with_two_blocks(t, c, /*record_events=*/false);
+  ASSERT_NE(tier, nullptr);
+  DiskTier& d = *tier;
+  std::vector<ReadRequest> reads;
+  for (int i = 0; i < 200; ++i) reads.push_back({.ticket = 5, .index = i, .expected = meta_of(1 + i % 2, c.store.ns)});
+  reads.push_back({.ticket = 6, .index = 0, .expected = meta_of(2, c.store.ns)});
+  d.submit_reads(std::move(reads));
+  const int64_t dropped = d.cancel_reads(5);
+  d.flush();
+  const std::vector<ReadResult> got = d.take_reads();
+  int64_t run = 0;
+  for (const ReadResult& r : got) run += r.ticket == 5 ? 1 : 0;
+  EXPECT_LE(run, 1);  // at most the read the I/O thread had started when the cancel came
+  EXPECT_EQ(d.stats().reads, 200 - dropped + 1);  // what ran: ticket 5's survivors and ticket 6
+  ASSERT_EQ(got.size(), static_cast<size_t>(run + 1));
+  EXPECT_EQ(got.back().ticket, 6);
+  EXPECT_EQ(got.back().payload, bytes_of(64, 2));
+  EXPECT_EQ(d.cancel_reads(5), 0);  // nothing left
+}
+
 TEST(DiskTier, FullWriteQueueDropsInsteadOfBlocking) {
   TempDir t;
   DiskTierConfig c;
