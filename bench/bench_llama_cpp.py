@@ -232,7 +232,7 @@ def main():
     print(f"# model {a.model}")
     print(f"# threads {a.threads}, rounds {a.rounds}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     for t in thread_counts:
-        bw_text, bw_line = probe(os.path.join(probe_dir, "probe_bandwidth"), ["512", str(t)])
+        bw_text, bw_line = probe(os.path.join(probe_dir, "probe_bandwidth"), ["0", str(t)])
         _, cp_line = probe(os.path.join(probe_dir, "probe_compute"), [str(t)])
         bw[t] = float(re.search(r"([\d.]+) GB/s", bw_text).group(1)) if bw_text else None
         # The int8 peak at t threads: the largest int8 line (AMX tiles, VNNI or AVX2 maddubs).
