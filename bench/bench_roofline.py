@@ -195,21 +195,20 @@ class Bench:
                 out = run([self.llama("llama-bench"), "-m", m, "-t", str(THREADS), "-r", "1", "-o", "json",
                            "-p", str(p if "prefill" in groups else 0), "-n", str(n if "decode" in groups else 0)],
                           "llama-bench")
-                for row in json.loads(out):
-                    k = "prefill" if row["n_prompt"] > 0 else "decode"
-                    res[(m, k)]["l"].append(row["avg_ts"])
+                for k, ts in parse_llama_bench(out).items():
+                    res[(m, k)]["l"].append(ts)
             self.progress("prefill/decode", r, res)
         rows = []
         for m in models:
             wb = weight_bytes(m)
-            for k in groups:
+            for i, k in enumerate(groups):
                 t, l = res[(m, k)]["t"], res[(m, k)]["l"]
                 note = ""
                 if k == "decode" and wb and self.bw:
                     pct = lambda v: 100 * statistics.median(v) * wb / 1e9 / self.bw  # noqa: E731
                     note = f"% of bw probe: tessera {pct(t):.0f}%, llama.cpp {pct(l):.0f}% ({wb / 1e6:.0f} MB/token)"
                 case = f"prefill {p} (tok/s)" if k == "prefill" else f"decode {n}, batch 1 (tok/s)"
-                rows.append(f"| {os.path.basename(m)} | {case} | {cell(t)} | {cell(l)} | {ratio_cell(t, l)} | {note} |")
+                rows.append(f"| {os.path.basename(m) if i == 0 else ''} | {case} | {cell(t)} | {cell(l)} | {ratio_cell(t, l)} | {note} |")
         self.emit("\n".join([f"### prefill and batch-1 decode (llama-bench -p {p} -n {n} -r 1)", "",
                              "| file | case | tessera | llama.cpp | ratio | note |", "| --- | --- | --- | --- | --- | --- |"]
                             + rows))
@@ -232,10 +231,8 @@ class Bench:
                 txt = run([self.llama("llama-batched-bench"), "-m", m, "-t", str(THREADS),
                            "-c", str(2 * max(pls) * (inp + out)), "-npp", str(inp), "-ntg", str(out),
                            "-npl", ",".join(map(str, pls)), "--output-format", "jsonl"], "llama-batched-bench")
-                for line in txt.splitlines():
-                    if line.startswith("{") and '"speed_tg"' in line:
-                        row = json.loads(line)
-                        res[m][row["pl"]]["l"].append(row["speed_tg"])
+                for pl, ts in parse_batched_bench(txt).items():
+                    res[m][pl]["l"].append(ts)
             self.progress("batched", r, {(m, b): v for m in models for b, v in res[m].items()})
         rows = []
         for m in models:
@@ -300,10 +297,10 @@ class Bench:
             self.progress("serving", r, {k: {"t": v["tok"]} for k, v in res.items()})
         rows = []
         for m in models:
-            for name, _ in loads:
+            for i, (name, _) in enumerate(loads):
                 t, l = res[(m, name, "tessera")], res[(m, name, "llama")]
                 warn = " (incomplete: errors or short outputs in some round)" if t["short"] or l["short"] else ""
-                rows.append(f"| {os.path.basename(m)} | {name}{warn} | {cell(t['tok'])} | {cell(l['tok'])} | "
+                rows.append(f"| {os.path.basename(m) if i == 0 else ''} | {name}{warn} | {cell(t['tok'])} | {cell(l['tok'])} | "
                             f"{ratio_cell(t['tok'], l['tok'])} | {cell(t['ttft'], 0)} | {cell(l['ttft'], 0)} | "
                             f"{ratio_cell(l['ttft'], t['ttft'])} |")
         self.emit("\n".join(["### serving, 16 clients (`tessera bench serve`; tessera serve vs llama-server -np 16)", "",
@@ -328,8 +325,26 @@ class Bench:
                           + out.strip())
 
     def progress(self, what, r, res):
-        parts = [f"{k}: " + "/".join(f"{v[s][-1]:.1f}" for s in ("t", "l") if s in v and v[s]) for k, v in res.items()]
+        """One line per round on stderr: each case's latest tessera / llama.cpp figure."""
+        def name(k):
+            return " ".join(os.path.basename(x) if isinstance(x, str) and x.endswith(".gguf") else str(x) for x in k)
+        parts = [f"{name(k)}: " + "/".join(f"{v[s][-1]:.1f}" for s in ("t", "l") if s in v and v[s])
+                 for k, v in res.items()]
         print(f"# {what} round {r + 1}: " + "; ".join(parts), file=sys.stderr, flush=True)
+
+
+def parse_llama_bench(text):
+    """`llama-bench -o json`'s array -> {"prefill": pp avg tok/s, "decode": tg avg tok/s} (the rows run)."""
+    return {("prefill" if row["n_prompt"] > 0 else "decode"): float(row["avg_ts"]) for row in json.loads(text)}
+
+
+def parse_batched_bench(text):
+    """`llama-batched-bench --output-format jsonl`'s stdout -> {pl: S_TG tok/s}; lines not JSON are
+    its log."""
+    rows = [json.loads(line) for line in text.splitlines() if line.startswith("{") and '"speed_tg"' in line]
+    if not rows:
+        sys.exit("llama-batched-bench printed no result rows:\n" + text[-2000:])
+    return {int(r["pl"]): float(r["speed_tg"]) for r in rows}
 
 
 def post(base, path, body):
@@ -339,19 +354,20 @@ def post(base, path, body):
         return json.loads(r.read())
 
 
-def write_readme(tables):
-    """Replaces bench/README.md's roofline section with tables; what it held goes to bench/LOG.md."""
-    path, log = os.path.join(HERE, "README.md"), os.path.join(HERE, "LOG.md")
-    text = open(path).read()
+def write_readme(tables, path=os.path.join(HERE, "README.md"), log=os.path.join(HERE, "LOG.md"), now=None):
+    """Replaces the roofline section of path (bench/README.md) with tables; what it held (unless the
+    placeholder "not yet run") goes to the end of log (bench/LOG.md) under a heading dated now."""
+    with open(path) as f:
+        text = f.read()
     if BEGIN not in text or END not in text:
         sys.exit(f"{path} has no {BEGIN} ... {END} section")
     head, rest = text.split(BEGIN, 1)
     old, tail = rest.split(END, 1)
     old = old.strip()
     if old and old != "not yet run":
-        stamp = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+        stamp = f"{now or datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
         with open(log, "a") as f:
-            f.write(f"\n## B-roofline tables replaced in bench/README.md on {stamp} (issue 46)\n\n{old}\n")
+            f.write(f"\n## {stamp[:10]} B-roofline (issue 46), displaced by the run of {stamp} (README)\n\n{old}\n")
     with open(path, "w") as f:
         f.write(f"{head}{BEGIN}\n{tables.strip()}\n{END}{tail}")
 
