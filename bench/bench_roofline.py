@@ -37,7 +37,8 @@ gap between llama.cpp's top log-prob and tessera's token's at the first differen
 never an abort. The header has the CPU (lscpu model, ISA flags), probe_bandwidth GB/s and
 probe_compute's int8 GOP/s at 2 threads, the load average at the start and the end, the git
 commit and llama.cpp's build. llama.cpp's OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE,
-set by bench_llama_cpp.py, see there; an OMP_WAIT_POLICY in the environment wins).
+set by bench_llama_cpp.py, see there; an OMP_WAIT_POLICY in the environment wins) and repack
+their weights as by default (--llama-repack off turns that off, for hosts where its AMX paths fail).
 
 --out FILE (default bench/out/roofline.md) gets the tables; --write-readme also puts them into
 bench/README.md between `<!-- roofline:begin -->` and `<!-- roofline:end -->`, moving what was
@@ -106,6 +107,10 @@ class Bench:
         self.tessera = os.path.join(a.tessera_build, "src/cli/tessera")
         self.tool = lambda name: os.path.join(a.tessera_build, "bench", name)
         self.llama = lambda name: os.path.join(a.llama_bin, name)
+        # llama.cpp's weight repacking (its default, on): --llama-repack off where its repacked
+        # (e.g. AMX) paths crash or compute wrong results on a host; llama-bench spells it apart.
+        self.no_repack = [] if a.llama_repack == "on" else ["--no-repack"]
+        self.bench_repack = ["--repack", "1" if a.llama_repack == "on" else "0"]
         self.sections = []  # markdown blocks, in order
         self.bw = None
 
@@ -140,7 +145,8 @@ class Bench:
             f"- probes ({THREADS} threads): {self.bw:.1f} GB/s read, int8 peak {max(int8) if int8 else 0:.1f} GOP/s",
             f"- load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
             f"- tessera {commit}; llama.cpp {llama_v.group(1).strip() if llama_v else '?'} "
-            f"(OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}); {THREADS} threads both sides; "
+            f"(OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '')}, repack {self.a.llama_repack}); "
+            f"{THREADS} threads both sides; "
             f"{self.a.rounds} round(s), cells median (min-max)"]))
 
     # ---- the output check ---------------------------------------------------------------------
@@ -152,7 +158,7 @@ class Bench:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         srv = start_server([self.llama("llama-server"), "-m", model, "-t", str(THREADS), "-np", "1", "-c", "512",
-                            "--host", "127.0.0.1", "--port", str(port)], base)
+                            "--host", "127.0.0.1", "--port", str(port)] + self.no_repack, base)
         try:
             ids = post(base, "/tokenize", {"content": CHECK_TEXT, "add_special": True})["tokens"]
             theirs = post(base, "/completion", {"prompt": ids, "n_predict": 16, "temperature": 0, "n_probs": 20,
@@ -193,8 +199,8 @@ class Bench:
                     res[(m, "decode")]["t"].append(j["timings"]["decode_tok_per_s"])
             for m in models:
                 out = run([self.llama("llama-bench"), "-m", m, "-t", str(THREADS), "-r", "1", "-o", "json",
-                           "-p", str(p if "prefill" in groups else 0), "-n", str(n if "decode" in groups else 0)],
-                          "llama-bench")
+                           "-p", str(p if "prefill" in groups else 0), "-n", str(n if "decode" in groups else 0)]
+                          + self.bench_repack, "llama-bench")
                 for k, ts in parse_llama_bench(out).items():
                     res[(m, k)]["l"].append(ts)
             self.progress("prefill/decode", r, res)
@@ -230,7 +236,8 @@ class Bench:
                 # Sequences do not share a prompt (no -pps): the KV holds 16 x (in + out), twice that for slack.
                 txt = run([self.llama("llama-batched-bench"), "-m", m, "-t", str(THREADS),
                            "-c", str(2 * max(pls) * (inp + out)), "-npp", str(inp), "-ntg", str(out),
-                           "-npl", ",".join(map(str, pls)), "--output-format", "jsonl"], "llama-batched-bench")
+                           "-npl", ",".join(map(str, pls)), "--output-format", "jsonl"] + self.no_repack,
+                          "llama-batched-bench")
                 for pl, ts in parse_batched_bench(txt).items():
                     res[m][pl]["l"].append(ts)
             self.progress("batched", r, {(m, b): v for m in models for b, v in res[m].items()})
@@ -269,7 +276,7 @@ class Bench:
                                         "--max-num-seqs", "16", "--max-model-len", str(slot)],
             "llama": lambda m, port: [self.llama("llama-server"), "-m", m, "-t", str(THREADS), "-np", "16",
                                       "-c", str(16 * slot), "--cont-batching", "--host", "127.0.0.1",
-                                      "--port", str(port)],
+                                      "--port", str(port)] + self.no_repack,
         }
         res = {(m, w, p): {"tok": [], "ttft": [], "short": 0} for m in models for w, _ in loads for p in peers}
         for r in range(self.a.rounds):
@@ -383,6 +390,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="SmolLM2 only, 64-token prompts and outputs, 1 round")
     ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", "/work/llama/build/bin"))
     ap.add_argument("--tessera-build", default="build/release")
+    ap.add_argument("--llama-repack", choices=["on", "off"], default="on",
+                    help="llama.cpp's weight repacking (on: its default; off where its AMX paths fail)")
     ap.add_argument("--out", default=os.path.join(HERE, "out", "roofline.md"))
     ap.add_argument("--write-readme", action="store_true")
     a = ap.parse_args()
@@ -407,7 +416,11 @@ def main():
         if not os.path.exists(m):
             sys.exit(f"no such model: {m}")
     b.header()
-    b.emit("\n".join(b.check(m) for m in dict.fromkeys(models + serving_models)))
+    # Before timing llama.cpp: its greedy output on every model a llama.cpp row runs.
+    checked = (models if {"prefill", "decode", "batched"} - skip else []) + \
+        (serving_models if "serving" not in skip else [])
+    if checked:
+        b.emit("\n".join(b.check(m) for m in dict.fromkeys(checked)))
     single = [g for g in ("prefill", "decode") if g not in skip]
     if single:
         b.single(models, single)
