@@ -402,7 +402,8 @@ def main():
     if a.quick:
         a.models = a.serving_models = SMOL
         a.rounds, a.prefill_len, a.decode_len, a.batched_len = 1, 64, 64, 64
-    os.chdir(ROOT)
+    a.out = os.path.abspath(a.out)
+    os.chdir(ROOT)  # model and build paths are relative to the repository root
     # bench_llama_cpp (imported for run_tessera) loads llama-cpp-python, which finds libllama here.
     os.environ.setdefault("LLAMA_CPP_LIB_PATH", a.llama_bin)
     import bench_llama_cpp  # noqa: F401  (sets OMP_WAIT_POLICY for the llama.cpp tools too)
@@ -412,7 +413,8 @@ def main():
     b = Bench(a)
     models = [m for m in a.models.split(",") if m]
     serving_models = [m for m in a.serving_models.split(",") if m]
-    for m in set(models + serving_models):
+    spec_models = [] if "spec" in skip or a.quick else [a.spec_target, a.spec_draft]
+    for m in set(models + serving_models + spec_models):
         if not os.path.exists(m):
             sys.exit(f"no such model: {m}")
     b.header()
