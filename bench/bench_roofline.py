@@ -289,7 +289,8 @@ class Bench:
                         for name, args in loads:
                             with tempfile.NamedTemporaryFile(suffix=".json") as f:
                                 run([self.tessera, "bench", "serve", "--base-url", base, "--max-concurrency", "16",
-                                     "--request-rate", "inf", "--seed", str(r), "--label", peer, "--json-out", f.name]
+                                     "--request-rate", "inf", "--seed", str(r), "--label", peer, "--json-out", f.name,
+                                     "--timeout", "3600"]  # llama-server's TTFT p90 reached 250 s at load 7
                                     + args, "tessera bench serve")
                                 s = json.load(f)["results"][0]
                             cell_ = res[(m, name, peer)]
