@@ -15,8 +15,11 @@
 //                                      batches instead: each B with its requests spread round-robin
 //                                      over the first k adapters (0 = all on the base model), rounds
 //                                      interleaved; tok/s and tok per CPU s, and each vs k = 0 per round
+//                                      [--json-out FILE]: also write every round's decode tok/s and tok
+//                                      per CPU s per B as JSON (for bench/bench_roofline.py)
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -119,13 +122,42 @@ int run_lora_mix(Engine& e, const SamplingParams& p, const std::vector<int32_t>&
   return 0;
 }
 
+// --json-out: {"model", "input_len", "output_len", "threads", "tok_per_s": {"B": [per round]},
+// "tok_per_cpu_s": {"B": [per round]}} (aggregate decode tokens/s, as in the tables).
+bool write_json(const std::string& path, const std::string& model, int32_t in, int32_t out, int32_t threads,
+                const std::map<int32_t, std::vector<double>>& wall, const std::map<int32_t, std::vector<double>>& cpu) {
+  auto series = [](const std::map<int32_t, std::vector<double>>& m) {
+    std::string s = "{";
+    for (const auto& [b, v] : m) {
+      s += (s.size() > 1 ? ", \"" : "\"") + std::to_string(b) + "\": [";
+      for (size_t i = 0; i < v.size(); ++i) {
+        char num[32];
+        std::snprintf(num, sizeof num, "%s%.3f", i ? ", " : "", v[i]);
+        s += num;
+      }
+      s += "]";
+    }
+    return s + "}";
+  };
+  std::string escaped;
+  for (char ch : model) {
+    if (ch == '"' || ch == '\\') escaped += '\\';
+    escaped += ch;
+  }
+  std::ofstream f(path);
+  f << "{\"model\": \"" << escaped << "\", \"input_len\": " << in << ", \"output_len\": " << out
+    << ", \"threads\": " << threads << ", \"tok_per_s\": " << series(wall) << ", \"tok_per_cpu_s\": " << series(cpu)
+    << "}\n";
+  return static_cast<bool>(f);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = default_model_path();
   int32_t rounds = 3, threads = 2, in = 128, out = 128;
   bool peer = true, profile_ops = false;
-  std::string kv_dtype = "f16";
+  std::string kv_dtype = "f16", json_out;
   int32_t block_size = 16;
   std::vector<int32_t> batches = {1, 2, 4, 8, 16, 32};
   std::vector<std::string> loras;
@@ -142,6 +174,7 @@ int main(int argc, char** argv) {
     else if (a == "--kv-dtype") kv_dtype = next();
     else if (a == "--profile") profile_ops = true;
     else if (a == "--block-size") block_size = std::atoi(next().c_str());
+    else if (a == "--json-out") json_out = next();
     else if (a == "--loras") {
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) loras.push_back(x);
@@ -156,7 +189,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "usage: bench_batched_decode [--model M] [--rounds N] [--threads T] [--batches 1,2,4]"
                            " [--input-len 128] [--output-len 128] [--no-peer] [--kv-dtype f16|f32|q8] [--block-size 16] [--profile]"
-                           " [--loras F1,F2,... [--adapter-counts 0,1,2,4,8]]\n");
+                           " [--json-out FILE] [--loras F1,F2,... [--adapter-counts 0,1,2,4,8]]\n");
       return 2;
     }
   }
@@ -266,6 +299,10 @@ int main(int argc, char** argv) {
   }
   for (const auto& [b, table] : prefill_profiles) {
     std::printf("\nprefill at B = %d (%d tokens; ms per prefill step):\n%s", b, b * in, table.c_str());
+  }
+  if (!json_out.empty() && !write_json(json_out, model, in, out, threads, ours, ours_cpu)) {
+    std::fprintf(stderr, "error: cannot write %s\n", json_out.c_str());
+    return 1;
   }
   return 0;
 }
