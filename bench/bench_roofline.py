@@ -128,7 +128,7 @@ class Bench:
         flags_m = re.search(r"Flags:\s*(.+)", lscpu)
         flags = set(flags_m.group(1).split()) if flags_m else set()
         isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8") if f in flags]
-        bw_out = run([self.tool("probe_bandwidth"), "512", str(THREADS)], "probe_bandwidth")
+        bw_out = run([self.tool("probe_bandwidth"), "0", str(THREADS)], "probe_bandwidth")
         self.bw = float(re.search(r"([\d.]+) GB/s", bw_out).group(1))
         cp = run([self.tool("probe_compute"), str(THREADS)], "probe_compute")
         int8 = [float(g) for g, n in re.findall(r"int8 .+?\s+([\d.]+) GOP/s\s+\((\d+) threads\)", cp) if int(n) == THREADS]
