@@ -71,6 +71,7 @@ void Speculator::plan(std::span<const SpecCandidate> candidates, int32_t num_run
       if (!catch_up_pays(c, num_running, costs_.predict_speedup(num_running, {&a, 1}, {&one, 1}), 1)) continue;
       s.probe_due = false;
       ks[i] = 1;
+      if (num_verifications_ == 0 && c.num_catch_up > 0) explorer_ = c.seq_id;
       continue;
     }
     eligible_.push_back({i, a, max_k, true});
@@ -97,6 +98,7 @@ void Speculator::plan(std::span<const SpecCandidate> candidates, int32_t num_run
     if (!e.in) continue;  // its catch-up does not pay this step: no verdict on its α
     if (e.k > 0) {
       ks[e.index] = e.k;
+      if (num_verifications_ == 0 && candidates[e.index].num_catch_up > 0) explorer_ = candidates[e.index].seq_id;
       s.next_backoff = config_.initial_backoff_steps;
     } else {
       // Left out of the best plan: back off, then probe once with a single draft.
@@ -132,7 +134,11 @@ bool Speculator::catch_up_pays(const SpecCandidate& c, int32_t num_running, doub
   // Before any verification α is only the prior, and without a first catch-up no α is ever
   // measured: a sequence may then explore when its catch-up costs at most a share of its plain
   // decode time (what is learnt, α, t_d and t_c, serves every later request).
-  if (num_verifications_ == 0 && cost <= config_.explore_catch_up_share * plain) return true;
+  // One sequence explores (several catching up at once would multiply the price of the lesson).
+  if (num_verifications_ == 0 && (explorer_ < 0 || explorer_ == c.seq_id) &&
+      cost <= config_.explore_catch_up_share * plain) {
+    return true;
+  }
   const double saved = speedup > 1.0 ? plain * (1.0 - 1.0 / speedup) / std::max(1, num_speculating) : 0.0;
   return saved >= cost;
 }

@@ -167,6 +167,8 @@ class Speculator {
   SpecCostModel costs_;
   double global_accepted_, global_tested_ = 1.0;  // engine-wide EMAs (α prior of new sequences)
   int64_t num_verifications_ = 0;                 // record()s with drafts, engine-wide
+  int64_t explorer_ = -1;                         // the sequence whose draft caught up before any
+                                                  // verification (catch_up_pays), -1 = none yet
   struct Eligible {
     size_t index = 0;          // into the candidates
     double alpha = 0.0;

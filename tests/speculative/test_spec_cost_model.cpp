@@ -256,6 +256,8 @@ TEST(SpeculatorPlan, FirstDraftCatchUpExploresThenAlphaDecides) {
   s.record_catch_up(100, 0.1);
   // No verification yet: exploring is allowed at 31.5 <= 0.25 x 150 ms of plain decode.
   EXPECT_EQ(plan_one(s, {1, 4, 30, 15}), 1);
+  EXPECT_EQ(plan_one(s, {3, 4, 30, 15}), 0);  // one explorer at a time (30 ms saved < 31.5)
+  EXPECT_EQ(plan_one(s, {1, 4, 30, 15}), 1);  // the explorer again (its drafts not verified yet)
   s.record(1, 1, 0);  // rejected: engine-wide α 0.45, this sequence's 0.35
   // Now α decides: k = 1 at 0.45 saves 150 x (1 - 12 / 14.5) = 25.9 ms < 31.5: no catch-up.
   EXPECT_EQ(plan_one(s, {2, 4, 30, 15}), 0);
