@@ -35,7 +35,7 @@ struct SpecCostConfig {
                                    // target weight bytes; 0 for n-gram)
   double catch_up_cost_prior = 0.15;  // t_c before measured, as a share of t_d: a CPU prefills a
                                       // token ~7x cheaper than it decodes one (Qwen2.5 0.5B on
-                                      // Zen 4: 697 vs 106 tok/s, bench/README.md B1)
+                                      // Zen 4: 697 vs 106 tok/s, issue 46's table)
 };
 
 class SpecCostModel {
