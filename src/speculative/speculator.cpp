@@ -66,7 +66,13 @@ void Speculator::plan(std::span<const SpecCandidate> candidates, int32_t num_run
     const double a = s.accepted / s.tested;
     if (s.probe_due) {
       // After a back-off, one single-draft probe (the cheapest verification) refreshes α, if the
-      // draft's catch-up pays back at the speed-up that one draft would give alone.
+      // draft's catch-up pays back at the speed-up that one draft would give alone — and only
+      // when some α could make speculating pay: where even α = 1 does not (a draft forward that
+      // costs more than the tokens it could add to a wide step), a probe only costs a forward.
+      if (costs_.best_single(num_running, 1.0, max_k).speedup < config_.min_predicted_speedup) {
+        back_off(s);
+        continue;
+      }
       const int32_t one = 1;
       if (!catch_up_pays(c, num_running, costs_.predict_speedup(num_running, {&a, 1}, {&one, 1}), 1)) continue;
       s.probe_due = false;

@@ -137,6 +137,27 @@ TEST(SpeculatorPlan, LowAlphaBacksOffThenProbesWithOneDraft) {
   EXPECT_EQ(plan_one(s, {1, 4, 0, 100}), 1);            // 1.4176 x 10 / 12 = 1.18
 }
 
+TEST(SpeculatorPlan, NoProbeWhereEvenPerfectDraftsCannotPay) {
+  // Batch 8, t(8, 9, 16) = 60, 62, 90 ms, α = 0.3: one draft (8.3 / 62 against 8 / 60 ms:
+  // 1.004x) is left out and backs off 4 steps. With n-gram (t_d = 0) the single-draft probe
+  // follows, since α = 1 would pay (9 / 62 ms: 1.089x)...
+  auto first_draft_step = [](double proposer_ms) {
+    Speculator s(cost_model_config(0.3));
+    s.record_target_step(8, 60 * kMs);
+    s.record_target_step(9, 62 * kMs);
+    s.record_target_step(16, 90 * kMs);
+    s.record_proposer(1, proposer_ms * kMs);
+    for (int step = 0; step < 40; ++step) {
+      if (plan_one(s, {1, 4, 0, 100}, 8) > 0) return step;
+    }
+    return -1;
+  };
+  EXPECT_EQ(first_draft_step(0), 5);
+  // ... while a draft forward of 12 ms for the batch loses even at α = 1 (9 / 74 ms: 0.91x): no
+  // probe, only longer back-offs (its cost would be a forward for nothing).
+  EXPECT_EQ(first_draft_step(12), -1);
+}
+
 TEST(SpeculatorPlan, ProposerMissesCostNothingAndDoNotBackOff) {
   Speculator s(cost_model_config(0.7));
   record_times(s, {10, 11, 16}, 0);
