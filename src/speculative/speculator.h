@@ -20,8 +20,9 @@
 //     exponential back-off before trying again — when drafts keep being rejected; the draft may
 //     catch up on at most max_catch_up_per_remaining tokens per token still to generate;
 //   * per step, no speculation once the batch holds more than max_batch_for_spec sequences (it
-//     also sizes the draft model's batch); below that the cost model prices the verification
-//     compute of a wide step from its measured t(n), the heuristic does not.
+//     also sizes the draft model's batch): with 16 allowed, the cost model's plans at batch 8
+//     lost on a loaded 2-core host (bench/README.md B9: t(n) of each width is sampled at
+//     different moments of a changing load), so larger batches stay plain decode.
 //   * engine-wide, the safety net, a wall-clock guard: speculative decode-only steps are timed
 //     against the baseline of steps without drafts; when speculating does not pay — a draft model
 //     too slow for its acceptance, verification compute on a busy machine, anything the cost
@@ -48,7 +49,8 @@ namespace tessera::speculative {
 
 struct SpeculatorConfig {
   int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k at most
-  int32_t max_batch_for_spec = 16;     // speculate only while running sequences <= this
+  int32_t max_batch_for_spec = 4;      // speculate only while running sequences <= this (B9 on
+                                       // the 2-core host: n-gram at batch 8 lost, 0.62-1.04x)
   double min_acceptance = 0.3;         // below this EMA acceptance, back off
   double ema_weight = 0.3;             // weight of the newest step in the EMA
   int32_t initial_backoff_steps = 4;   // steps without speculation after a low-acceptance verdict

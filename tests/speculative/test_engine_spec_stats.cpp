@@ -122,7 +122,7 @@ Homogeneity homogeneity(const std::map<int64_t, std::array<int64_t, 2>>& counts)
 
 // kSeeds requests of one prompt at temperature 1, seeds first_seed.., each generating 2 + kSpecK
 // tokens: output[0] comes from the prefill, then the first verification step checks kSpecK drafts
-// (output[1..kSpecK]). At most 4 sequences run at once (max_num_seqs = 4 <= the Speculator's
+// (output[1..kSpecK]). At most 4 sequences run at once (max_num_seqs = 4 = the Speculator's
 // max_batch_for_spec), so every decoding sequence speculates.
 struct Sampled {
   std::vector<std::vector<int32_t>> outputs;  // [kSeeds][2 + kSpecK]

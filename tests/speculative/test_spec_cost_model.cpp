@@ -142,7 +142,9 @@ TEST(SpeculatorPlan, NoProbeWhereEvenPerfectDraftsCannotPay) {
   // 1.004x) is left out and backs off 4 steps. With n-gram (t_d = 0) the single-draft probe
   // follows, since α = 1 would pay (9 / 62 ms: 1.089x)...
   auto first_draft_step = [](double proposer_ms) {
-    Speculator s(cost_model_config(0.3));
+    SpeculatorConfig c = cost_model_config(0.3);
+    c.max_batch_for_spec = 16;
+    Speculator s(c);
     s.record_target_step(8, 60 * kMs);
     s.record_target_step(9, 62 * kMs);
     s.record_target_step(16, 90 * kMs);
@@ -195,8 +197,8 @@ TEST(SpeculatorPlan, SequencesOfABatchArePlannedTogether) {
   std::vector<int32_t> ks(2, -1);
   s.plan(both, 2, ks);
   EXPECT_EQ(ks, (std::vector<int32_t>{4, 4}));
-  // Above max_batch_for_spec (16) nobody speculates.
-  s.plan(both, 17, ks);
+  // Above max_batch_for_spec (4) nobody speculates.
+  s.plan(both, 5, ks);
   EXPECT_EQ(ks, (std::vector<int32_t>{0, 0}));
 }
 
