@@ -90,4 +90,57 @@ SpecCostModel::Choice SpecCostModel::best_single(int32_t num_seqs, double alpha,
   return best;
 }
 
+double SpecCostModel::best_plan(int32_t num_seqs, std::span<const double> alphas, std::span<const int32_t> max_ks,
+                                double min_speedup, std::span<int32_t> ks) const {
+  const size_t n = std::min(alphas.size(), max_ks.size());
+  std::fill(ks.begin(), ks.begin() + static_cast<std::ptrdiff_t>(std::min(n, ks.size())), 0);
+  const double base = target_step_seconds(num_seqs);
+  if (base <= 0.0 || num_seqs < 1 || n == 0) return 1.0;
+  // Every draft's marginal tokens, largest first; within a sequence α^j falls with j, so (ties
+  // by j) any prefix gives each sequence its first drafts, k_i = how many of its entries it holds.
+  gains_.clear();
+  int32_t depth = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = std::clamp(alphas[i], 0.0, 1.0);
+    double g = 1.0;
+    for (int32_t j = 1; j <= max_ks[i]; ++j) {
+      g *= a;
+      gains_.push_back({g, static_cast<int32_t>(i), j});
+    }
+    depth = std::max(depth, max_ks[i]);
+  }
+  std::stable_sort(gains_.begin(), gains_.end(), [](const Gain& x, const Gain& y) {
+    return x.tokens != y.tokens ? x.tokens > y.tokens : x.j < y.j;
+  });
+  const double t_d = proposer_forward_seconds();
+  double best = min_speedup;
+  int32_t best_depth = 0, best_count = 0;
+  for (int32_t d = 1; d <= depth; ++d) {
+    double tokens = num_seqs;
+    int32_t count = 0;
+    for (const Gain& g : gains_) {
+      if (g.j > d) continue;
+      tokens += g.tokens;
+      ++count;
+      // The deepest sequence holds d drafts once any j = d entry is in (the proposer runs d forwards).
+      const double time = d * t_d + target_step_seconds(num_seqs + count);
+      const double speedup = (tokens / time) / (num_seqs / base);
+      if (speedup > best) {
+        best = speedup;
+        best_depth = d;
+        best_count = count;
+      }
+    }
+  }
+  if (best_count == 0) return 1.0;
+  int32_t taken = 0;
+  for (const Gain& g : gains_) {
+    if (taken == best_count) break;
+    if (g.j > best_depth) continue;
+    if (static_cast<size_t>(g.seq) < ks.size()) ks[static_cast<size_t>(g.seq)] = std::max(ks[static_cast<size_t>(g.seq)], g.j);
+    ++taken;
+  }
+  return best;
+}
+
 }  // namespace tessera::speculative

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace tessera::speculative {
 
@@ -32,7 +33,9 @@ struct SpecCostConfig {
   double prior_token_cost = 0.1;   // unmeasured extra token: this share of t(n)/n (see above)
   double draft_cost_prior = 0.0;   // t_d before measured, as a share of t(1) (draft weight bytes /
                                    // target weight bytes; 0 for n-gram)
-  double catch_up_cost_prior = 0.25;  // t_c before measured, as a share of t_d
+  double catch_up_cost_prior = 0.15;  // t_c before measured, as a share of t_d: a CPU prefills a
+                                      // token ~7x cheaper than it decodes one (Qwen2.5 0.5B on
+                                      // Zen 4: 697 vs 106 tok/s, issue 46's table)
 };
 
 class SpecCostModel {
@@ -65,6 +68,14 @@ class SpecCostModel {
     double speedup = 0.0;
   };
   Choice best_single(int32_t num_seqs, double alpha, int32_t max_k) const;
+  // Per-sequence k for a step of num_seqs sequences of which alphas.size() may speculate (at most
+  // max_ks[i] drafts each; the rest run 1 token): the ks (written to ks, 0 = none) of the highest
+  // predicted speed-up, which is returned (1 when no plan reaches min_speedup; then all ks are 0).
+  // The j-th draft of sequence i adds α_i^j expected tokens and costs one token of the target step,
+  // so for a proposer depth K (forwards, the deepest k) and N drafts in all the best ks take the
+  // N largest α_i^j with j <= K; every (K, N) is tried. Ties go to the lower K, N and index.
+  double best_plan(int32_t num_seqs, std::span<const double> alphas, std::span<const int32_t> max_ks,
+                   double min_speedup, std::span<int32_t> ks) const;
 
  private:
   struct Ema {
@@ -79,6 +90,11 @@ class SpecCostModel {
   std::array<Ema, kMaxStepTokens + 1> target_{};  // [n]: t(n); index 0 unused
   int32_t num_measured_ = 0;                      // sizes with a sample
   Ema proposer_forward_, catch_up_per_token_;
+  struct Gain {  // best_plan() scratch: the j-th draft of sequence i adds α_i^j tokens
+    double tokens = 0.0;
+    int32_t seq = 0, j = 0;
+  };
+  mutable std::vector<Gain> gains_;
 };
 
 // E(α, k): expected tokens of a verification with k drafts (1 when k = 0).

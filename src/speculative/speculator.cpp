@@ -50,83 +50,103 @@ void Speculator::plan(std::span<const SpecCandidate> candidates, int32_t num_run
     plan_heuristic(candidates, num_running, ks);
     return;
   }
-  // Nothing timed yet: a step without speculation measures t(b) first.
-  if (!costs_.has_target_times()) return;
+  // Plans compare against t(b), b = num_running: until a step of b sequences without drafts was
+  // timed, run one (t(b) interpolated from other sizes would misprice the base of every plan).
+  if (costs_.measured_target_step_seconds(num_running) <= 0.0) return;
   eligible_.clear();
   for (size_t i = 0; i < candidates.size(); ++i) {
-    SeqStats& s = stats_of(candidates[i].seq_id);
-    bool eligible = false;
-    ks[i] = plan_alone(candidates[i], s, num_running, eligible);
-    if (eligible) {
-      eligible_.push_back({i, s.accepted / s.tested,
-                           std::min(config_.num_speculative_tokens, candidates[i].max_k)});
+    const SpecCandidate& c = candidates[i];
+    SeqStats& s = stats_of(c.seq_id);
+    if (s.backoff > 0) {
+      --s.backoff;
+      continue;
     }
-  }
-  // Jointly: the m best-α sequences speculate with k drafts each (fewer where capped); the
-  // proposer runs k forwards for all of them, the target one step of num_running + Σ drafts.
-  std::sort(eligible_.begin(), eligible_.end(), [](const Eligible& a, const Eligible& b) {
-    return a.alpha != b.alpha ? a.alpha > b.alpha : a.index < b.index;
-  });
-  double best = config_.min_predicted_speedup;
-  size_t best_m = 0;
-  int32_t best_k = 0;
-  for (size_t m = 1; m <= eligible_.size(); ++m) {
-    plan_alphas_.resize(m);
-    plan_drafts_.resize(m);
-    for (int32_t k = 1; k <= config_.num_speculative_tokens; ++k) {
-      for (size_t j = 0; j < m; ++j) {
-        plan_alphas_[j] = eligible_[j].alpha;
-        plan_drafts_[j] = std::min(k, eligible_[j].max_k);
+    const int32_t max_k = std::min(config_.num_speculative_tokens, c.max_k);
+    if (max_k < 1) continue;
+    const double a = s.accepted / s.tested;
+    if (s.probe_due) {
+      // After a back-off, one single-draft probe (the cheapest verification) refreshes α, if the
+      // draft's catch-up pays back at the speed-up that one draft would give alone — and only
+      // when some α could make speculating pay: where even α = 1 does not (a draft forward that
+      // costs more than the tokens it could add to a wide step), a probe only costs a forward.
+      if (costs_.best_single(num_running, 1.0, max_k).speedup < config_.min_predicted_speedup) {
+        back_off(s);
+        continue;
       }
-      const double speedup = costs_.predict_speedup(num_running, plan_alphas_, plan_drafts_);
-      if (speedup > best) {
-        best = speedup;
-        best_m = m;
-        best_k = k;
+      const int32_t one = 1;
+      if (!catch_up_pays(c, num_running, costs_.predict_speedup(num_running, {&a, 1}, {&one, 1}), 1)) continue;
+      s.probe_due = false;
+      ks[i] = 1;
+      if (num_verifications_ == 0 && c.num_catch_up > 0) explorer_ = c.seq_id;
+      continue;
+    }
+    eligible_.push_back({i, a, max_k, true});
+  }
+  // Jointly, per sequence: the k_i of the best predicted speed-up S of the whole step (the
+  // proposer runs max k_i forwards for all of them, the target one step of num_running + Σ k_i
+  // tokens). A sequence whose draft must first catch up joins only if its share of the batch's
+  // saving pays for that (catch_up_pays); without it the step is planned again.
+  for (int pass = 0; pass < 2; ++pass) {
+    const double speedup = plan_jointly(num_running);
+    int32_t num_speculating = 0;
+    for (const Eligible& e : eligible_) num_speculating += e.in && e.k > 0;
+    bool dropped = false;
+    for (Eligible& e : eligible_) {
+      if (e.in && e.k > 0 && !catch_up_pays(candidates[e.index], num_running, speedup, num_speculating)) {
+        e.in = false;
+        dropped = true;
       }
     }
+    if (!dropped) break;
   }
-  for (size_t j = 0; j < best_m; ++j) {
-    ks[eligible_[j].index] = std::min(best_k, eligible_[j].max_k);
-    seqs_[candidates[eligible_[j].index].seq_id].next_backoff = config_.initial_backoff_steps;
+  for (Eligible& e : eligible_) {
+    SeqStats& s = seqs_[candidates[e.index].seq_id];
+    if (!e.in) continue;  // its catch-up does not pay this step: no verdict on its α
+    if (e.k > 0) {
+      ks[e.index] = e.k;
+      if (num_verifications_ == 0 && candidates[e.index].num_catch_up > 0) explorer_ = candidates[e.index].seq_id;
+      s.next_backoff = config_.initial_backoff_steps;
+    } else {
+      // Left out of the best plan: back off, then probe once with a single draft.
+      back_off(s);
+      s.probe_due = true;
+    }
   }
 }
 
-int32_t Speculator::plan_alone(const SpecCandidate& c, SeqStats& s, int32_t num_running, bool& eligible) {
-  eligible = false;
-  if (s.backoff > 0) {
-    --s.backoff;
-    return 0;
+double Speculator::plan_jointly(int32_t num_running) {
+  plan_alphas_.clear();
+  plan_max_ks_.clear();
+  for (const Eligible& e : eligible_) {
+    plan_alphas_.push_back(e.alpha);
+    plan_max_ks_.push_back(e.in ? e.max_k : 0);
   }
-  const int32_t max_k = std::min(config_.num_speculative_tokens, c.max_k);
-  if (max_k < 1) return 0;
-  const double a = s.accepted / s.tested;
-  const SpecCostModel::Choice alone = costs_.best_single(num_running, a, max_k);
-  const bool probe = s.probe_due;
-  if (!probe && alone.speedup < config_.min_predicted_speedup) {
-    // Not even this sequence alone pays: back off, then probe once with a single draft (the
-    // cheapest verification) to see whether its α has changed.
-    back_off(s);
-    s.probe_due = true;
-    return 0;
+  plan_drafts_.resize(eligible_.size());
+  const double speedup =
+      costs_.best_plan(num_running, plan_alphas_, plan_max_ks_, config_.min_predicted_speedup, plan_drafts_);
+  for (size_t j = 0; j < eligible_.size(); ++j) eligible_[j].k = plan_drafts_[j];
+  return speedup;
+}
+
+bool Speculator::catch_up_pays(const SpecCandidate& c, int32_t num_running, double speedup,
+                               int32_t num_speculating) const {
+  if (c.num_catch_up <= 0) return true;
+  // The batch's time over the sequence's remaining steps, t(b) each without drafts, shrinks by
+  // the step's predicted speed-up S: R t(b) (1 - 1/S), of which this sequence's share is 1/m of
+  // the m speculating; it must exceed the draft's catch-up, c t_c (with the planning margin).
+  const int32_t b = std::max(1, num_running);
+  const double plain = c.num_remaining * costs_.target_step_seconds(b);  // R t(b)
+  const double cost = c.num_catch_up * costs_.catch_up_seconds_per_token() * config_.min_predicted_speedup;
+  // Before any verification α is only the prior, and without a first catch-up no α is ever
+  // measured: a sequence may then explore when its catch-up costs at most a share of its plain
+  // decode time (what is learnt, α, t_d and t_c, serves every later request).
+  // One sequence explores (several catching up at once would multiply the price of the lesson).
+  if (num_verifications_ == 0 && (explorer_ < 0 || explorer_ == c.seq_id) &&
+      cost <= config_.explore_catch_up_share * plain) {
+    return true;
   }
-  if (c.num_catch_up > 0) {
-    // The batch's time over the sequence's remaining steps, t(b) each without drafts, shrinks by
-    // the predicted speed-up S (the batch's: at b > 1 the other sequences wait for the longer
-    // step too): the saving R t(b) (1 - 1/S) must exceed the draft's catch-up.
-    const int32_t k = probe ? 1 : alone.k;
-    const double speedup = probe ? costs_.predict_speedup(num_running, {&a, 1}, {&k, 1}) : alone.speedup;
-    const double saved = speedup > 0.0 ? c.num_remaining * costs_.target_step_seconds(num_running) * (1.0 - 1.0 / speedup)
-                                       : 0.0;
-    const double cost = c.num_catch_up * costs_.catch_up_seconds_per_token();
-    if (saved < cost * config_.min_predicted_speedup) return 0;
-  }
-  if (probe) {
-    s.probe_due = false;
-    return 1;
-  }
-  eligible = true;
-  return 0;
+  const double saved = speedup > 1.0 ? plain * (1.0 - 1.0 / speedup) / std::max(1, num_speculating) : 0.0;
+  return saved >= cost;
 }
 
 void Speculator::plan_heuristic(std::span<const SpecCandidate> candidates, int32_t num_running,
@@ -146,6 +166,7 @@ void Speculator::record(int64_t seq_id, int32_t proposed, int32_t accepted) {
   // Per-position acceptance: drafts are tested in order until the first rejection.
   const double tested = accepted + (accepted < proposed ? 1 : 0);
   const double gw = config_.global_alpha_weight;
+  ++num_verifications_;
   global_accepted_ = (1.0 - gw) * global_accepted_ + gw * accepted;
   global_tested_ = (1.0 - gw) * global_tested_ + gw * tested;
   if (config_.cost_model) {

@@ -2,22 +2,27 @@
 // tokens to ask the proposer for — so that speculation never makes things slower:
 //   * the cost model (spec_cost_model.h; on with the wall-clock guard): from measured step times
 //     (target step time per number of tokens in the step, proposer time per forward, draft
-//     catch-up per token) and each sequence's acceptance α, plan() predicts the speed-up of every
-//     k = 1..kmax and of letting the best-α sequences speculate together, takes the best, and
-//     speculates only when it is >= min_predicted_speedup (1 + a margin for noise). α is the
+//     catch-up per token) and each sequence's acceptance α, plan() picks each sequence's k
+//     (0 included) for the best predicted speed-up of the whole step (SpecCostModel::best_plan:
+//     the drafts of largest expected yield α_i^j first, since at batch b every draft widens
+//     everyone's step), and speculates only when it is >= min_predicted_speedup (1 + a margin
+//     for noise); it waits for one timed step without drafts at each batch size b first, the
+//     base t(b) of every plan. α is the
 //     per-position acceptance (accepted / drafts tested: a rejection ends the tests), an EMA per
 //     sequence that starts from the engine-wide EMA, so a workload of low-α prompts stops paying
-//     for wrong guesses from its first tokens. A sequence whose best k does not pay backs off
+//     for wrong guesses from its first tokens. A sequence the best plan leaves out backs off
 //     (4, 8, ... 64 steps) and then probes with one draft to refresh its α. The draft model must
 //     also earn back its catch-up: feeding t tokens it has not seen costs t · t_c, allowed only
-//     when the predicted time saved over the tokens the sequence may still generate exceeds it;
+//     when its share (1/m of the m speculating) of the batch time the plan saves over the tokens
+//     the sequence may still generate exceeds it;
 //   * without timing (tests, or before the first step was timed), a heuristic per sequence: full
 //     k while the EMA of accepted / proposed is high, fewer tokens as it drops, none — with
 //     exponential back-off before trying again — when drafts keep being rejected; the draft may
 //     catch up on at most max_catch_up_per_remaining tokens per token still to generate;
-//   * per step, no speculation once the batch holds more than max_batch_for_spec sequences:
-//     batched decode is then no longer memory-bound, and verifying k extra tokens per sequence
-//     costs real compute.
+//   * per step, no speculation once the batch holds more than max_batch_for_spec sequences (it
+//     also sizes the draft model's batch): with 16 allowed, the cost model's plans at batch 8
+//     lost on a loaded 2-core host (bench/README.md B9: t(n) of each width is sampled at
+//     different moments of a changing load), so larger batches stay plain decode.
 //   * engine-wide, the safety net, a wall-clock guard: speculative decode-only steps are timed
 //     against the baseline of steps without drafts; when speculating does not pay — a draft model
 //     too slow for its acceptance, verification compute on a busy machine, anything the cost
@@ -44,7 +49,8 @@ namespace tessera::speculative {
 
 struct SpeculatorConfig {
   int32_t num_speculative_tokens = defaults::kNumSpeculativeTokens;  // k at most
-  int32_t max_batch_for_spec = 4;      // speculate only while running sequences <= this
+  int32_t max_batch_for_spec = 4;      // speculate only while running sequences <= this (B9 on
+                                       // the 2-core host: n-gram at batch 8 lost, 0.62-1.04x)
   double min_acceptance = 0.3;         // below this EMA acceptance, back off
   double ema_weight = 0.3;             // weight of the newest step in the EMA
   int32_t initial_backoff_steps = 4;   // steps without speculation after a low-acceptance verdict
@@ -59,6 +65,8 @@ struct SpeculatorConfig {
   double min_predicted_speedup = 1.05; // speculate only when the cost model predicts at least this
   double alpha_prior = 0.7;            // engine-wide α before any verification
   double global_alpha_weight = 0.1;    // weight of a verification in the engine-wide α EMA
+  double explore_catch_up_share = 0.25;  // before any verification, a draft may catch up when that
+                                         // costs <= this share of the sequence's plain decode time
   SpecCostConfig costs;                // priors and EMA weight of the measured times
   bool adaptive = true;                // false: always num_speculative_tokens (no EMA k, no back-off,
                                        // no catch-up limit)
@@ -149,21 +157,30 @@ class Speculator {
   SeqStats& stats_of(int64_t seq_id);
   void back_off(SeqStats& s);
   void plan_heuristic(std::span<const SpecCandidate> candidates, int32_t num_running, std::span<int32_t> ks);
-  // The cost model's verdict for one candidate: 0 = not this step.
-  int32_t plan_alone(const SpecCandidate& c, SeqStats& s, int32_t num_running, bool& eligible);
+  // plan() by the cost model: best_plan() over the eligible sequences still `in` (their e.k set),
+  // returning the predicted speed-up of the step.
+  double plan_jointly(int32_t num_running);
+  // May a sequence whose draft must first catch up speculate in a step of predicted speed-up
+  // `speedup` with num_speculating sequences drafting? (Always, when it has nothing to catch up.)
+  bool catch_up_pays(const SpecCandidate& c, int32_t num_running, double speedup, int32_t num_speculating) const;
 
   SpeculatorConfig config_;
   std::unordered_map<int64_t, SeqStats> seqs_;
   SpecCostModel costs_;
   double global_accepted_, global_tested_ = 1.0;  // engine-wide EMAs (α prior of new sequences)
+  int64_t num_verifications_ = 0;                 // record()s with drafts, engine-wide
+  int64_t explorer_ = -1;                         // the sequence whose draft caught up before any
+                                                  // verification (catch_up_pays), -1 = none yet
   struct Eligible {
     size_t index = 0;          // into the candidates
     double alpha = 0.0;
     int32_t max_k = 0;
+    bool in = true;            // still planned (false: its draft's catch-up does not pay)
+    int32_t k = 0;             // the plan's drafts
   };
   std::vector<Eligible> eligible_;              // plan() scratch
   std::vector<double> plan_alphas_;
-  std::vector<int32_t> plan_drafts_;
+  std::vector<int32_t> plan_max_ks_, plan_drafts_;
 };
 
 }  // namespace tessera::speculative
