@@ -35,10 +35,11 @@ constexpr int kTileRows = 8;            // y[8] + isum[8] + 8 weight vectors + t
 // Software prefetch of the weight stream, in two reaches. Far (m > 1): every tile of a group
 // fetches its share of the next group's records into L2 (NextGroup, packed_prefetch.h). Near: the
 // first tile also pulls kNearRecords records ahead into L1 (without it Q4_K 4864->896 at m = 1 from
-// DRAM fell 80 -> 68 GOP per CPU second). None for Q6_K, whose 4.4 KB records it only slowed (m = 16
-// 250 -> 244 beside the far prefetch; m = 1 with no software prefetch at all 41-51 against 34).
-template <DType T>
-constexpr size_t kNearRecords = T == DType::Q6_K ? 0 : 2;
+// DRAM fell 80 -> 68 GOP per CPU second). Q6_K too since its records are 3.4 KB (6-bit weights):
+// Qwen2.5-Coder-1.5B's batch-1 step, logits (Q6_K, 151,936 rows) 10.3 -> 7.1-7.4 ms and ffn_down
+// 13.6 -> 10.6-11.1 ms on a quiet Emerald Rapids host (the 4.4 KB one-byte records had measured
+// 250 -> 244 at m = 16 with it).
+constexpr size_t kNearRecords = 2;
 
 // Everything a tile reads besides MatmulArgs: the activations' per-16 sums as int16 pairs,
 // bsum16[i][b * 8 + k] = (bsum_{2k}, bsum_{2k+1}) of super-block b (|bsum| <= 16 * 127 fits).
@@ -79,9 +80,9 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
     const uint8_t* rec = group + static_cast<size_t>(b) * L::kBytes;
     // The first tile of a group reads the records from L2 (the previous group's tiles fetched them);
     // later tiles re-read them from L1/L2.
-    if (first_tile && kNearRecords<T> > 0) {
+    if (first_tile) {
       for (size_t line = 0; line < L::kBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(rec + kNearRecords<T> * L::kBytes + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kNearRecords * L::kBytes + line), _MM_HINT_T0);
       }
     }
     next.fetch(b, L::kBytes);
