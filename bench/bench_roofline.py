@@ -36,9 +36,9 @@ llama-server) are compared, tessera against llama-server: equal, or parting at a
 gap between llama.cpp's top log-prob and tessera's token's at the first difference) - reported,
 never an abort. The header has the CPU (lscpu model, ISA flags), probe_bandwidth GB/s and
 probe_compute's int8 GOP/s at 2 threads, the load average at the start and the end, the git
-commit and llama.cpp's build. llama.cpp's OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE,
-set by bench_llama_cpp.py, see there; an OMP_WAIT_POLICY in the environment wins) and repack
-their weights as by default (--llama-repack off turns that off, for hosts where its AMX paths fail).
+commit and llama.cpp's build. llama.cpp's tools run with their defaults: OpenMP's own wait
+policy (--llama-omp-passive sets OMP_WAIT_POLICY=PASSIVE, for a host shared with other load; an
+OMP_WAIT_POLICY in the environment wins) and their weights repacked as by default (--llama-repack off turns that off, for hosts where its AMX paths fail).
 
 --out FILE (default bench/out/roofline.md) gets the tables; --write-readme also puts them into
 bench/README.md between `<!-- roofline:begin -->` and `<!-- roofline:end -->`, moving what was
@@ -391,6 +391,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="SmolLM2 only, 64-token prompts and outputs, 1 round")
     ap.add_argument("--llama-bin", default=os.environ.get("LLAMA_BIN", "/work/llama/build/bin"))
     ap.add_argument("--tessera-build", default="build/release")
+    ap.add_argument("--llama-omp-passive", action="store_true",
+                    help="OMP_WAIT_POLICY=PASSIVE for llama.cpp's tools (a shared, loaded host); default: their defaults")
     ap.add_argument("--llama-repack", choices=["on", "off"], default="on",
                     help="llama.cpp's weight repacking (on: its default; off where its AMX paths fail)")
     ap.add_argument("--out", default=os.path.join(HERE, "out", "roofline.md"))
@@ -407,7 +409,14 @@ def main():
     os.chdir(ROOT)  # model and build paths are relative to the repository root
     # bench_llama_cpp (imported for run_tessera) loads llama-cpp-python, which finds libllama here.
     os.environ.setdefault("LLAMA_CPP_LIB_PATH", a.llama_bin)
-    import bench_llama_cpp  # noqa: F401  (sets OMP_WAIT_POLICY for the llama.cpp tools too)
+    omp_before = os.environ.get("OMP_WAIT_POLICY")
+    import bench_llama_cpp  # noqa: F401  (sets OMP_WAIT_POLICY=PASSIVE at import)
+    # llama.cpp's tools run with their users' defaults (OpenMP's own wait policy) unless asked:
+    # PASSIVE only helps them on a host shared with other load (--llama-omp-passive).
+    if a.llama_omp_passive:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    elif omp_before is None:
+        os.environ.pop("OMP_WAIT_POLICY", None)
     for tool in ("llama-bench", "llama-batched-bench", "llama-server"):
         if not os.access(os.path.join(a.llama_bin, tool), os.X_OK):
             sys.exit(f"no {tool} in {a.llama_bin} (--llama-bin or LLAMA_BIN)")
