@@ -18,6 +18,7 @@ A second test holds the published stream against the block pool's own record: th
 tests/kv_events/kv_events_record runs a real engine with the real publisher and writes down every
 batch the engine drains from the pool; the SUB socket must receive exactly those.
 """
+import contextlib
 import json
 import os
 import random
@@ -68,6 +69,27 @@ class Collector(threading.Thread):
         return self.messages
 
 
+@contextlib.contextmanager
+def kv_event_subscriber(prefix=b"kv@"):
+    """A SUB socket bound to a free local port (a non-wildcard endpoint: the server connects to it)
+    and its Collector, reading from before the server starts. Yields (the endpoint for --kv-events,
+    the collector); closes both on exit."""
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    sub.bind(endpoint)
+    sub.setsockopt(zmq.SUBSCRIBE, prefix)
+    collector = Collector(sub)
+    collector.start()
+    try:
+        yield endpoint, collector
+    finally:
+        collector.done.set()
+        collector.join()
+        sub.close(linger=0)
+        ctx.term()
+
+
 def settled_metrics(base, names, tries=20):
     """The counters once two reads agree (the engine publishes them after the step)."""
     last = None
@@ -82,17 +104,9 @@ def settled_metrics(base, names, tries=20):
 
 
 def test_kv_events_match_the_prefix_cache(start_server):
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    port = free_port()
-    sub.bind(f"tcp://127.0.0.1:{port}")  # a non-wildcard endpoint: the server connects to it
-    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
-    collector = Collector(sub)
-    collector.start()
-    # 4 MiB holds 11 blocks of 16 tokens of SmolLM2 (f16: 368,640 bytes a block): 176 tokens.
-    server = start_server("--kv-events", f"tcp://127.0.0.1:{port}", "--kv-cache", "4MiB",
-                          "--max-model-len", "160")
-    try:
+    with kv_event_subscriber() as (endpoint, collector):
+        # 4 MiB holds 11 blocks of 16 tokens of SmolLM2 (f16: 368,640 bytes a block): 176 tokens.
+        server = start_server("--kv-events", endpoint, "--kv-cache", "4MiB", "--max-model-len", "160")
         rng = random.Random(28)
         shared = [rng.randrange(1000, 20000) for _ in range(3 * BLOCK)]
         p1 = shared + [rng.randrange(1000, 20000) for _ in range(BLOCK + 4)]   # 4 full blocks
@@ -104,11 +118,6 @@ def test_kv_events_match_the_prefix_cache(start_server):
         messages = collector.stop()
         m = settled_metrics(server.base, ["tessera:kv_cache_evictions_total", "tessera:kv_cache_blocks_cached",
                                           "tessera:num_requests_running"])
-    finally:
-        collector.done.set()
-        collector.join()
-        sub.close(linger=0)
-        ctx.term()
 
     assert messages, "no KV events arrived: " + server.read_log()
     topics = {msg[0] for msg in messages}

@@ -230,29 +230,15 @@ def test_load_endpoints_need_the_key(adapters, start_server):
 
 
 def test_kv_events_carry_lora_name(adapters, start_server):
-    zmq = pytest.importorskip("zmq")
     msgpack = pytest.importorskip("msgpack")
-    from conftest import free_port
-    from test_kv_events import Collector
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    port = free_port()
-    sub.bind(f"tcp://127.0.0.1:{port}")
-    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
-    collector = Collector(sub)
-    collector.start()
-    s = start_server("--kv-events", f"tcp://127.0.0.1:{port}", "--lora-modules", f"a={adapters['a']}")
-    try:
+    from test_kv_events import kv_event_subscriber
+    with kv_event_subscriber() as (endpoint, collector):
+        s = start_server("--kv-events", endpoint, "--lora-modules", f"a={adapters['a']}")
         ids = list(range(1000, 1000 + 3 * 16 + 5))  # 3 full blocks
         for model in ("smol", "a"):
             status, body = http(s.base, "POST", "/v1/completions", {"model": model, "prompt": ids, "max_tokens": 1})
             assert status == 200, body
         messages = collector.stop()
-    finally:
-        collector.done.set()
-        collector.join()
-        sub.close(linger=0)
-        ctx.term()
     stored = [e for msg in messages for e in msgpack.unpackb(msg[2])[1] if e[0] == "BlockStored"]
     names = [(e[7], e[5] is not None) for e in stored]
     assert names == [(None, False)] * 3 + [("a", True)] * 3, names
@@ -263,25 +249,16 @@ def test_disk_tier_events_carry_lora_name(adapters, start_server, tmp_path):
     """--kv-events with --kv-cache-dir: each block written to disk is reported once more with
     medium DISK, under its pool hash, named by the adapter that computed it (None for the base),
     and without waiting for another request (the idle engine publishes the finished writes)."""
-    zmq = pytest.importorskip("zmq")
     msgpack = pytest.importorskip("msgpack")
-    from conftest import free_port
-    from test_kv_events import Collector
-    ctx = zmq.Context()
-    sub = ctx.socket(zmq.SUB)
-    port = free_port()
-    sub.bind(f"tcp://127.0.0.1:{port}")
-    sub.setsockopt(zmq.SUBSCRIBE, b"kv@")
-    collector = Collector(sub)
-    collector.start()
+    from test_kv_events import kv_event_subscriber
 
     def disk_stored(messages):
         return sum(1 for msg in list(messages) for e in msgpack.unpackb(msg[2])[1]
                    if e[0] == "BlockStored" and e[6] == "DISK")
 
-    s = start_server("--kv-events", f"tcp://127.0.0.1:{port}", "--kv-cache-dir", str(tmp_path),
-                     "--lora-modules", f"a={adapters['a']}")
-    try:
+    with kv_event_subscriber() as (endpoint, collector):
+        s = start_server("--kv-events", endpoint, "--kv-cache-dir", str(tmp_path),
+                         "--lora-modules", f"a={adapters['a']}")
         ids = list(range(3000, 3000 + 3 * 16 + 5))  # 3 full blocks
         for model in ("smol", "a"):
             status, body = http(s.base, "POST", "/v1/completions", {"model": model, "prompt": ids, "max_tokens": 1})
@@ -292,11 +269,6 @@ def test_disk_tier_events_carry_lora_name(adapters, start_server, tmp_path):
                 time.sleep(0.1)
             assert disk_stored(collector.messages) == want, model
         messages = collector.stop()
-    finally:
-        collector.done.set()
-        collector.join()
-        sub.close(linger=0)
-        ctx.term()
     stored = [e for msg in messages for e in msgpack.unpackb(msg[2])[1] if e[0] == "BlockStored"]
     pool = [e for e in stored if e[6] == "CPU"]
     disk = [e for e in stored if e[6] == "DISK"]
