@@ -335,6 +335,59 @@ TEST(Matmul, BatchInvariance) {
   }
 }
 
+// The packed K-quant kernels keep each vpdpbusd chain inside int16 and scale it with vpdpwssd
+// (x86/matmul_packed_kquant_avx512.cpp): Q4_K's chain of 16 weights of 15 against x = +-127 sits
+// at +-30,480, Q6_K's chain of 8 weights of q - 32 = -32 or 31 at -32,512 / 31,496. Weights and
+// activations at those bounds must still give the scalar twin's bits, with the largest scales.
+TEST(Matmul, KQuantIntegerChainsAtTheirBounds) {
+  IsaRestorer restore;
+  ThreadPool pool(2);
+  constexpr int64_t kRows = 16, kCols = 512;
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    std::vector<uint8_t> data(static_cast<size_t>(kRows * (kCols / 256)) * dtype_block_bytes(type));
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t b = 0; b < kCols / 256; ++b) {
+        uint8_t* blk = data.data() + static_cast<size_t>(r * (kCols / 256) + b) * dtype_block_bytes(type);
+        if (type == DType::Q4_K) {
+          BlockQ4_K q{};
+          q.d = fp32_to_fp16(1.0f), q.dmin = fp32_to_fp16(r % 3 == 0 ? 0.0f : 0.5f);
+          std::memset(q.scales, 0xFF, sizeof(q.scales));          // every 6-bit scale and min 63
+          std::memset(q.qs, r % 2 == 0 ? 0xFF : 0x0F, sizeof(q.qs));  // q = 15 (odd rows: 15 and 0)
+          std::memcpy(blk, &q, sizeof(q));
+        } else {
+          BlockQ6_K q{};
+          std::memset(q.ql, r % 2 == 0 ? 0x00 : 0xFF, sizeof(q.ql));  // q = 0 (-32) or 63 (31)
+          std::memset(q.qh, r % 2 == 0 ? 0x00 : 0xFF, sizeof(q.qh));
+          for (int8_t& sc : q.scales) sc = r % 4 < 2 ? -128 : 127;
+          q.d = fp32_to_fp16(1.0f);
+          std::memcpy(blk, &q, sizeof(q));
+        }
+      }
+    }
+    const WeightMatrix plain = WeightMatrix::view(type, data.data(), kRows, kCols);
+    WeightMatrix packed = plain;
+    packed.pack();
+    for (int64_t m : {1, 2, 9}) {
+      std::vector<float> x(static_cast<size_t>(m * kCols));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t c = 0; c < kCols; ++c) x[static_cast<size_t>(i * kCols + c)] = i % 2 == 0 ? 1.0f : -1.0f;
+      }
+      std::vector<float> ref(static_cast<size_t>(m * kRows));
+      matmul_ref(plain, x.data(), m, ref.data());
+      for (IsaLevel level : available_levels()) {
+        set_isa_level(level);
+        std::vector<float> y(ref.size(), NAN);
+        matmul(packed, x.data(), m, y.data(), pool);
+        EXPECT_TRUE(same_bits(ref, y)) << dtype_name(type) << " m=" << m << " " << isa_name(level);
+      }
+      // Row 0 by hand: Q4_K, 2 super-blocks of 8 sub-blocks of (63 * 32 * 15 * 127 - 0.0 * mins) / 127.
+      // Q6_K row 0: 2 x 16 sub-blocks of -128 * 16 * -32 * 127 / 127.
+      const double row0 = type == DType::Q4_K ? 2 * 8 * 63 * 32 * 15 : 2 * 16 * 128 * 16 * 32;
+      EXPECT_NEAR(ref[0], row0, 0.5);
+    }
+  }
+}
+
 TEST(Matmul, KnownValuesQ8_0) {
   // Hand-built W: row r is one block with q = r + 1 everywhere and d = 0.5; x = ones, so
   // y[r] = 32 * (r + 1) * 0.5 (x quantizes to q = 127 with d = 1/127).

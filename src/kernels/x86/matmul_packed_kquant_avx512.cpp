@@ -4,12 +4,17 @@
 //
 // Lane r of every vector is weight row r of a 16-row group. Per super-block and activation row the
 // canonical sums of matmul_canon.h, exact in int32:
-//   dot_j  = 8 (Q6_K: 4) vpdpbusd of the unsigned weights against broadcast activation dwords;
-//   isum  += dot_j * sc_j (vpmulld, lane r = row r's sub-block scale);
-//   Q4_K/Q5_K: msum = sum_j mn_j * (bsum_{2j} + bsum_{2j+1}): one vpdpwssd per sub-block of the
-//     int16 pair (mn_j, mn_j) against the activation's int16 pair (bsum_{2j}, bsum_{2j+1});
-//   Q6_K: the -32 offset rides in the sub-block's chain, which starts at -32 * bsum_j (a broadcast
-//     from a per-call table), so isum += (dot_j - 32 bsum_j) * sc_j costs no extra vector op;
+//   the sub-block dot in two chains of vpdpbusd (unsigned weights against broadcast activation
+//   dwords), s0 over the even weight vectors and s1 over the odd ones;
+//   isum += s * sc_j: Q4_K and Q6_K keep each chain inside int16 (Q4_K: 16 weights of 0..15
+//     against |x| <= 127, <= 30,480; Q6_K: 8 weights of q - 32 in -32..31, <= 32,512), so one
+//     vpdpwssd of the chain's low word against (sc_j, 0) applies the scale: 2 vector ops per
+//     sub-block and row instead of add + vpmulld (2 ops) + add. Q5_K's 16 weights of 0..31 can
+//     reach 62,992, so it adds the chains and uses vpmulld;
+//   Q4_K/Q5_K: msum = sum_j mn_j * bsum32_j: one vpdpwssd per two sub-blocks of the int16 pair
+//     (mn_2k, mn_2k+1) against the activation's per-32 sums (bsum32_2k, bsum32_2k+1);
+//   Q6_K: the -32 offset rides in the chains, each starting at -32 times the sum of its 8
+//     activations (a broadcast from a per-call table), so it costs no vector op;
 // then y = fma(float(isum), d * dx, y) and y = fma(-float(msum), dmin * dx, y) for 16 outputs at
 // once, bit for bit the scalar twin's (matmul_ref.cpp) float steps.
 //
@@ -25,7 +30,6 @@
 #include "kernels/matmul_canon.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
-#include "kernels/x86/packed_kquant_tables.h"
 #include "kernels/x86/packed_prefetch.h"
 
 namespace tessera::kernels::avx512 {
@@ -41,14 +45,17 @@ constexpr int kTileRows = 8;            // y[8] + isum[8] + 8 weight vectors + t
 // 250 -> 244 at m = 16 with it).
 constexpr size_t kNearRecords = 2;
 
-// Everything a tile reads besides MatmulArgs: the activations' per-16 sums as int16 pairs,
-// bsum16[i][b * 8 + k] = (bsum_{2k}, bsum_{2k+1}) of super-block b (|bsum| <= 16 * 127 fits).
-// Q6_K: -32 * bsum per 16 activations, transposed so that a tile's rows sit side by side:
-// neg32_bsums[(b * 16 + j) * m + i] for sub-block j of super-block b of row i.
+// Everything a tile reads besides MatmulArgs, built once per call and thread from the activations.
+// Q4_K/Q5_K: the per-32 sums as int16 pairs, bsum32[i][b * 4 + k] = (bsum32_{2k}, bsum32_{2k+1})
+// of super-block b (|bsum32| <= 32 * 127 fits). Q6_K: -32 times the sum of each chain's 8
+// activations (chain 0: x[0..3] + x[8..11] of a 16-sub-block, chain 1: x[4..7] + x[12..15]),
+// laid out tile by tile so that a tile's walk over K reads one contiguous run (a [cols / 16][m]
+// transpose put 4 KB between a tile's consecutive reads at m = 512 and lost ~20% to L1 set
+// conflicts): neg32_chains[((i / 8 * cols / 16 + b * 16 + j) * 8 + i % 8) * 2 + c] (8 = kTileRows).
 struct KArgs {
   const MatmulArgs* a;
-  const int32_t* bsum16;       // [m][cols / 32] dwords (Q4_K, Q5_K)
-  const int32_t* neg32_bsums;  // [cols / 16][m] (Q6_K)
+  const int32_t* bsum32;        // [m][cols / 64] dwords (Q4_K, Q5_K)
+  const int32_t* neg32_chains;  // [ceil(m / 8)][cols / 16][8][2] (Q6_K)
 };
 
 inline __m512i bcast(const void* p) { return _mm512_set1_epi32(*static_cast<const int32_t*>(p)); }
@@ -91,19 +98,22 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
     for (int j = 0; j < R; ++j) isum[j] = _mm512_setzero_si512();
     if constexpr (L::kQ6) {
       for (int sb = 0; sb < 16; ++sb) {  // sub-blocks of 16: 4 weight vectors each
-        const int32_t* neg32 = k.neg32_bsums + (b * 16 + sb) * a.m + i0;  // rows i0.. of sub-block sb
+        const int32_t* neg32 = k.neg32_chains + ((i0 / kTileRows * (a.cols / 16) + b * 16 + sb) * kTileRows) * 2;
         __m512i w[4];
         unpack_q6_subblock(rec + 192 * sb, w);
-        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb)));
+        // (sc_j, 0) as int16 pairs: the signed scale in the low word, a zero high word.
+        const __m512i sc = _mm512_and_si512(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb))),
+            _mm512_set1_epi32(0xFFFF));
         for (int j = 0; j < R; ++j) {
           const int8_t* x = xb + j * a.cols + 16 * sb;
-          // The chain starts at -32 * sum(x) of the sub-block, so the scale multiplies the dot of
-          // the signed weights q - 32 and the offset needs no step of its own.
-          __m512i s0 = _mm512_dpbusd_epi32(bcast(neg32 + j), w[0], bcast(x));
-          __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], bcast(x + 4));
+          // Each chain starts at -32 times the sum of its activations, so it holds the dot of the
+          // signed weights q - 32 (in int16) and the offset needs no step of its own.
+          __m512i s0 = _mm512_dpbusd_epi32(bcast(neg32 + 2 * j), w[0], bcast(x));
+          __m512i s1 = _mm512_dpbusd_epi32(bcast(neg32 + 2 * j + 1), w[1], bcast(x + 4));
           s0 = _mm512_dpbusd_epi32(s0, w[2], bcast(x + 8));
           s1 = _mm512_dpbusd_epi32(s1, w[3], bcast(x + 12));
-          isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+          isum[j] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[j], s0, sc), s1, sc);
         }
       }
     } else {
@@ -130,7 +140,12 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
           s1 = _mm512_dpbusd_epi32(s1, w[5], bcast(x + 20));
           s0 = _mm512_dpbusd_epi32(s0, w[6], bcast(x + 24));
           s1 = _mm512_dpbusd_epi32(s1, w[7], bcast(x + 28));
-          isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+          if constexpr (L::kQ5) {
+            isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), sc));
+          } else {
+            // sc is (sc_j, 0) as int16 pairs (unsigned bytes widened), each chain fits int16.
+            isum[j] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[j], s0, sc), s1, sc);
+          }
         }
       }
     }
@@ -143,11 +158,12 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
     if constexpr (!L::kQ6) {
       // isum is spent: its registers hold msum now.
       for (int j = 0; j < R; ++j) isum[j] = _mm512_setzero_si512();
-      for (int sb = 0; sb < 8; ++sb) {
-        const __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kMnAt + 16 * sb)));
-        const __m512i pair = _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16));  // (mn, mn) as int16
+      for (int k2 = 0; k2 < 4; ++k2) {  // pairs of sub-blocks
+        const auto* mn = reinterpret_cast<const __m128i*>(rec + L::kMnAt + 32 * k2);
+        const __m512i pair = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(mn)),
+                                             _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(mn + 1)), 16));
         for (int j = 0; j < R; ++j) {
-          isum[j] = _mm512_dpwssd_epi32(isum[j], pair, bcast(k.bsum16 + (i0 + j) * (a.cols / 32) + b * 8 + sb));
+          isum[j] = _mm512_dpwssd_epi32(isum[j], pair, bcast(k.bsum32 + (i0 + j) * (a.cols / 64) + b * 4 + k2));
         }
       }
       const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDminAt)));
@@ -193,14 +209,38 @@ void packed(const KArgs& k, int64_t r_begin, int64_t r_end) {
   }
 }
 
-// -32 * a.xbsums (Q6_K's weight offset times the activation's per-16 sums, exact:
-// |32 * 16 * 127| < 2^17), transposed to [cols / 16][m], built once per call and thread.
-const int32_t* neg32_bsums(const MatmulArgs& a) {
+// Q6_K's chain starts (KArgs::neg32_chains): -32 * the sum of each chain's 8 activations, exact
+// (|32 * 8 * 127| < 2^15), built once per call and thread.
+const int32_t* neg32_chains(const MatmulArgs& a) {
   thread_local DerivedTable table;
   const int64_t per_row = a.cols / 16;
+  const int64_t tiles = (a.m + kTileRows - 1) / kTileRows;
+  return table.get(a, a.cols, static_cast<size_t>(tiles * per_row * kTileRows * 2), [&](int32_t* t) {
+    for (int64_t i = 0; i < a.m; ++i) {
+      const int8_t* x = a.xq + i * a.cols;
+      for (int64_t c = 0; c < per_row; ++c, x += 16) {
+        int32_t s0 = 0, s1 = 0;
+        for (int e = 0; e < 4; ++e) s0 += x[e] + x[8 + e], s1 += x[4 + e] + x[12 + e];
+        int32_t* at = t + ((i / kTileRows * per_row + c) * kTileRows + i % kTileRows) * 2;
+        at[0] = -32 * s0;
+        at[1] = -32 * s1;
+      }
+    }
+  });
+}
+
+// Q4_K/Q5_K's per-32 activation sums as int16 pairs (KArgs::bsum32), from a.xbsums (per 16).
+const int32_t* bsum32_pairs(const MatmulArgs& a) {
+  thread_local DerivedTable table;
+  const int64_t per_row = a.cols / 64;
   return table.get(a, a.cols, static_cast<size_t>(a.m * per_row), [&](int32_t* t) {
     for (int64_t i = 0; i < a.m; ++i) {
-      for (int64_t c = 0; c < per_row; ++c) t[c * a.m + i] = -32 * a.xbsums[i * per_row + c];
+      const int32_t* s16 = a.xbsums + i * (a.cols / 16);
+      for (int64_t k2 = 0; k2 < per_row; ++k2) {
+        const int32_t lo = s16[4 * k2] + s16[4 * k2 + 1], hi = s16[4 * k2 + 2] + s16[4 * k2 + 3];
+        t[i * per_row + k2] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                                   (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
     }
   });
 }
@@ -210,7 +250,7 @@ const int32_t* neg32_bsums(const MatmulArgs& a) {
 bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (a.packed == nullptr || !is_kquant(a.type)) return false;
   const bool q6 = a.type == DType::Q6_K;
-  const KArgs k{&a, q6 ? nullptr : bsum16_pairs(a), q6 ? neg32_bsums(a) : nullptr};
+  const KArgs k{&a, q6 ? nullptr : bsum32_pairs(a), q6 ? neg32_chains(a) : nullptr};
   switch (a.type) {
     case DType::Q4_K: packed<DType::Q4_K>(k, r_begin, r_end); break;
     case DType::Q5_K: packed<DType::Q5_K>(k, r_begin, r_end); break;
