@@ -41,6 +41,7 @@ struct MetricsSnapshot {
   int64_t prefix_cache_queries = 0;      // prompt tokens looked up
   int64_t prefix_cache_hits = 0;         // of those, served from the cache
   int64_t num_preemptions = 0;
+  int64_t prefix_cache_waits = 0;        // admissions put off while another request computed the prefix
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t num_requests_finished = 0;

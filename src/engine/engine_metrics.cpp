@@ -73,6 +73,7 @@ void EngineMetrics::publish(const sched::SchedulerStats& st, const speculative::
   m.prefix_cache_queries = st.kv.prefix_query_tokens;
   m.prefix_cache_hits = st.kv.prefix_hit_tokens;
   m.num_preemptions = st.num_preemptions;
+  m.prefix_cache_waits = st.num_prefix_waits;
   m.num_kv_evictions = st.kv.num_evictions;
   m.num_cow_copies = st.kv.num_cow_copies;
   m.num_kv_window_releases = st.kv.num_window_releases;

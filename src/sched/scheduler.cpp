@@ -142,6 +142,25 @@ std::optional<int32_t> Scheduler::try_schedule(Request& r, int32_t budget, Sched
   return num_new;
 }
 
+void Scheduler::add_prompt_blocks_in_flight(const Request& r, std::unordered_set<kv::BlockHash>& in_flight) const {
+  // Blocks below num_computed_tokens are in the cache already (entered after the step that computed
+  // them); the prompt's later full blocks will be, as r's prefill reaches them.
+  const auto first = static_cast<size_t>(r.num_computed_tokens / config_.block_size);
+  const size_t end = std::min(r.block_hashes.size(), static_cast<size_t>(r.num_prompt_tokens() / config_.block_size));
+  for (size_t b = first; b < end; ++b) in_flight.insert(r.block_hashes[b]);
+}
+
+bool Scheduler::waits_for_block_in_flight(const Request& r, const std::unordered_set<kv::BlockHash>& in_flight) const {
+  // A chained hash names its whole prefix: if any block of r is in flight, r's first block missing
+  // from the cache is too (the computing sequence holds the same prefix, cached up to its progress).
+  if (in_flight.empty()) return false;
+  const size_t end = std::min(r.block_hashes.size(), static_cast<size_t>(r.num_prompt_tokens() / config_.block_size));
+  for (size_t b = 0; b < end; ++b) {
+    if (in_flight.contains(r.block_hashes[b])) return true;
+  }
+  return false;
+}
+
 void Scheduler::preempt(int64_t seq_id, SchedulerOutput& out) {
   Request& r = requests_.at(seq_id);
   kv_.free(seq_id);
@@ -188,19 +207,32 @@ SchedulerOutput Scheduler::schedule() {
     if (victim == r.id) break;  // it was the newest: it waits for blocks like everyone else
   }
 
-  // Waiting sequences, FCFS, unless this step had to preempt.
+  // Waiting sequences, FCFS, unless this step had to preempt. One whose next uncached prompt block
+  // a running sequence is computing (the same system prompt, sent by two clients at once) keeps its
+  // place and lets the ones behind it in: admitted now it would compute that prefix a second time;
+  // a few steps later it finds it in the prefix cache.
   if (!is_static && out.preempted_ids.empty()) {
     int32_t num_lanes = 0;  // running sequences plus samples they will fork
     for (int64_t id : running_) num_lanes += requests_.at(id).num_samples;
-    while (!waiting_.empty() && budget > 0) {
-      Request& r = requests_.at(waiting_.front());
+    std::unordered_set<kv::BlockHash> in_flight;
+    if (config_.enable_prefix_caching) {
+      for (int64_t id : running_) add_prompt_blocks_in_flight(requests_.at(id), in_flight);
+    }
+    for (size_t w = 0; w < waiting_.size() && budget > 0;) {
+      Request& r = requests_.at(waiting_[w]);
       if (num_lanes + r.num_samples > config_.max_num_seqs) break;
+      if (waits_for_block_in_flight(r, in_flight)) {
+        ++num_prefix_waits_;
+        ++w;
+        continue;
+      }
       const std::optional<int32_t> num = try_schedule(r, budget, out);
       if (!num || *num == 0) break;
       budget -= *num;
       num_lanes += r.num_samples;
-      waiting_.pop_front();
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(w));
       running_.push_back(r.id);
+      if (config_.enable_prefix_caching) add_prompt_blocks_in_flight(r, in_flight);
     }
   }
 
@@ -379,6 +411,7 @@ SchedulerStats Scheduler::stats() const {
   }
   s.kv = kv_.stats();
   s.num_preemptions = num_preemptions_;
+  s.num_prefix_waits = num_prefix_waits_;
   s.num_steps = num_steps_;
   s.num_scheduled_tokens = num_scheduled_tokens_;
   s.num_idle_lane_steps = num_idle_lane_steps_;

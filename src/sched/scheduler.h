@@ -10,7 +10,9 @@
 // and share one batch.
 //
 // Order within a step: running sequences first, oldest first; then waiting ones in FCFS order
-// while budget, max_num_seqs and KV blocks allow. When the KV cache cannot hold a running
+// while budget, max_num_seqs and KV blocks allow. With prefix caching, a waiting sequence whose
+// next uncached prompt block a running one is computing keeps its place and is passed over until
+// that block is in the cache (two clients sending one system prompt compute it once). When the KV cache cannot hold a running
 // sequence's next tokens, the newest running sequence is preempted (KV freed, recomputed later)
 // and requeued at the head of the waiting queue; no admission happens in a step that preempted.
 // A request that could never fit alone is refused at add_request, so the oldest sequence can
@@ -27,6 +29,7 @@
 #include <deque>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
@@ -69,6 +72,7 @@ struct SchedulerStats {
   int64_t num_waiting_uncached_tokens = 0;  // tokens of the waiting sequences without KV yet
   kv::KvCacheStats kv;                // blocks, usage, prefix-cache queries/hits, evictions, CoW
   int64_t num_preemptions = 0;        // total since start
+  int64_t num_prefix_waits = 0;       // admissions put off a step for a prefix another sequence computes
   int64_t num_steps = 0;              // schedule() calls that scheduled something
   int64_t num_scheduled_tokens = 0;   // total tokens scheduled
   int64_t num_idle_lane_steps = 0;    // static policy: sum over steps of idle lanes
@@ -125,6 +129,10 @@ class Scheduler {
   // said "not now".
   std::optional<int32_t> try_schedule(Request& r, int32_t budget, SchedulerOutput& out);
   void preempt(int64_t seq_id, SchedulerOutput& out);
+  // Prompt blocks r will enter into the prefix cache but has not computed yet (prefix caching on).
+  void add_prompt_blocks_in_flight(const Request& r, std::unordered_set<kv::BlockHash>& in_flight) const;
+  // Whether waiting r shares a prompt block another sequence is computing (r waits for it).
+  bool waits_for_block_in_flight(const Request& r, const std::unordered_set<kv::BlockHash>& in_flight) const;
   void finish(Request& r, RequestStatus status);
   std::vector<int32_t> append_tokens(Request& r, std::span<const int32_t> tokens);
   void fork_samples(Request& root, std::span<const int32_t> first_tokens,
@@ -141,6 +149,7 @@ class Scheduler {
   int64_t next_child_id_ = int64_t{1} << 62;       // ids of forked samples (user ids stay below)
   int32_t static_batch_size_ = 0;                  // static policy: lanes of the current batch
   int64_t num_preemptions_ = 0;
+  int64_t num_prefix_waits_ = 0;
   int64_t num_steps_ = 0;
   int64_t num_scheduled_tokens_ = 0;
   int64_t num_idle_lane_steps_ = 0;

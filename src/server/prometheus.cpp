@@ -78,6 +78,9 @@ std::string render_prometheus(const MetricsSnapshot& m, const ServerCounters& s,
             m.prefix_cache_hits);
   w.counter("tessera:num_preemptions", "Requests preempted (blocks reclaimed, recomputed later).",
             m.num_preemptions);
+  w.counter("tessera:prefix_cache_waits",
+            "Admissions put off a step because a running request was computing the same prompt prefix.",
+            m.prefix_cache_waits);
   w.counter("tessera:prompt_tokens", "Prefill tokens processed.", m.prompt_tokens);
   w.counter("tessera:generation_tokens", "Generated tokens.", m.generation_tokens);
   w.counter("tessera:requests_finished", "Requests finished for any reason (aborts included).",

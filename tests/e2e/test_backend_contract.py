@@ -188,3 +188,26 @@ def test_sigterm_while_loading_exits_at_once(tmp_path):
     assert proc.wait(timeout=10) == 0, log_path.read_text()
     assert time.time() - sent < time_bound(2.0)  # at once: no drain, no load to finish
     assert "received while loading; exiting" in log_path.read_text()
+
+
+def test_one_system_prompt_sent_twice_at_once_is_computed_once(start_server):
+    # Small steps (32 tokens) make the first request's prefill span many steps; the second, sent at
+    # the same moment with the same long prefix, waits for it instead of computing it again.
+    import threading
+    s = start_server("--max-num-batched-tokens", "32")
+    shared = " ".join(f"rule {i}: answer briefly." for i in range(60))  # ~480 tokens
+    bodies = [{"model": SERVED_NAME, "prompt": shared + tail, "max_tokens": 2, "temperature": 0}
+              for tail in (" Question: what is 2+2?", " Question: name a colour.")]
+    results = []
+    threads = [threading.Thread(target=lambda b=b: results.append(http(s.base, "POST", "/v1/completions", b)))
+               for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert [r[0] for r in results] == [200, 200]
+    prompt_tokens = [r[1]["usage"]["prompt_tokens"] for r in results]
+    m = metrics(s.base)
+    assert m["tessera:prefix_cache_waits_total"] >= 1
+    # The second prompt found the whole shared prefix but its last partial block (16-token blocks).
+    assert m["tessera:prefix_cache_hits_total"] >= min(prompt_tokens) - 2 * 16

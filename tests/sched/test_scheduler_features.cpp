@@ -38,6 +38,43 @@ TEST(SchedulerFeatures, PrefixHitSkipsTheCachedBlocks) {
   s.check_integrity();
 }
 
+// Two clients send one system prompt at once: the second waits while the first computes the shared
+// blocks (those behind it are admitted past it), then starts from the prefix cache. Without prefix
+// caching there is nothing to wait for.
+TEST(SchedulerFeatures, SharedPromptInFlightIsComputedOnce) {
+  V shared = iota(12, 10);  // 3 full blocks of 4
+  V a = shared, b = shared;
+  a.insert(a.end(), {50, 51});
+  b.insert(b.end(), {60, 61, 62});
+  for (bool caching : {true, false}) {
+    Scheduler s(config(33, caching));
+    ASSERT_TRUE(s.add_request(make_request(1, a, 4)).ok());
+    ASSERT_TRUE(s.add_request(make_request(2, b, 4)).ok());
+    ASSERT_TRUE(s.add_request(make_request(3, iota(6, 200), 4)).ok());
+    SchedulerOutput o = s.schedule();
+    if (!caching) {
+      EXPECT_EQ(counts(o), (Counts{{1, 14}, {2, 15}, {3, 6}}));
+      EXPECT_EQ(s.stats().num_prefix_waits, 0);
+      continue;
+    }
+    EXPECT_EQ(counts(o), (Counts{{1, 14}, {3, 6}}));
+    EXPECT_EQ(s.waiting_ids(), (std::vector<int64_t>{2}));
+    EXPECT_EQ(s.stats().num_prefix_waits, 1);
+    s.update_from_output(o, fake_run(o));  // a's 3 full blocks enter the cache
+    o = s.schedule();
+    EXPECT_EQ(counts(o), (Counts{{1, 1}, {3, 1}, {2, 3}}));
+    const ScheduledSeq* second = find_seq(o, 2);
+    ASSERT_NE(second, nullptr);
+    EXPECT_EQ(second->start_position, 12);
+    EXPECT_EQ(second->token_ids, (V{60, 61, 62}));
+    EXPECT_EQ(V(second->block_table.begin(), second->block_table.begin() + 3),
+              V(find_seq(o, 1)->block_table.begin(), find_seq(o, 1)->block_table.begin() + 3));
+    s.update_from_output(o, fake_run(o));
+    EXPECT_EQ(s.stats().kv.prefix_hit_tokens, 12);
+    EXPECT_EQ(s.stats().num_prefix_waits, 1);
+  }
+}
+
 TEST(SchedulerFeatures, ParallelSamplingPrefillsOnceThenForks) {
   Scheduler s(config(17, true));
   ASSERT_TRUE(s.add_request(make_request(7, iota(6, 10), 3, /*n=*/3)).ok());
