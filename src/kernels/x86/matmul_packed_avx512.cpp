@@ -29,12 +29,15 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
-// Activation rows per tile: kWideTileRows while m allows (16 y + 8 w + d, m + 4 chains < 32 zmm,
-// one unpacking of each record per 16 rows), then one of kTileRows (8 y + 8 w + 8 chains), then
-// the tail. kChunkRows: rows whose chains interleave in a wide tile.
+// Activation rows per tile: kWideTileRows while m allows (one unpacking of each record per 16
+// rows), then one of kTileRows (8 y + 8 w + 8 chains), then the tail. kChunkRows: rows whose chains
+// interleave in a wide tile. 8 chains (16 y + 8 w + 8 chains + dw is one zmm over 32: the
+// compiler spills, and it still measured faster) beat 4 by 3-12% at m = 16..512 on the
+// Qwen2.5-0.5B shapes (Q5_0, Q8_0, Q4_1, 2 threads, weights cold, bench/LOG.md): 4 chains of 8
+// dependent vpdpbusd left the ports waiting on the chains' latency.
 constexpr int kWideTileRows = 16;
 constexpr int kTileRows = 8;
-constexpr int kChunkRows = 4;
+constexpr int kChunkRows = 8;
 constexpr size_t kPrefetchRecords = 4;  // software prefetch distance of the weight stream
 
 template <DType T>
