@@ -1,6 +1,6 @@
 // Dispatch for kernels/ops.h: the ISA is read from util isa_level() at each call (a relaxed atomic
-// load), so tests can switch paths with set_isa_level(). rope and argmax have no ISA file: rope's
-// cost is its cos/sin, which the fast path computes once per token instead of once per head.
+// load), so tests can switch paths with set_isa_level(). rope has no ISA file: its cost is its
+// cos/sin, which the fast path computes once per token instead of once per head.
 
 #include "kernels/ops.h"
 #include "kernels/ops_rope_table.h"
@@ -9,6 +9,7 @@
 
 #if !defined(TESSERA_FORCE_SCALAR)
 #include "kernels/x86/ops_avx2.h"
+#include "kernels/x86/ops_avx512.h"
 #endif
 
 namespace tessera::kernels {
@@ -123,6 +124,13 @@ void softmax(float* x, int64_t n) {
   softmax_ref(x, n);
 }
 
-int64_t argmax(const float* x, int64_t n) { return argmax_ref(x, n); }
+LogitsScan scan_logits(const float* row, int64_t n) {
+  TESSERA_CHECK(n >= 1 && n < (int64_t{1} << 31), "scan_logits over {} entries", n);
+#if !defined(TESSERA_FORCE_SCALAR)
+  if (isa_level() >= IsaLevel::kAvx512) return avx512::scan_logits(row, n);
+  if (use_avx2()) return avx2::scan_logits(row, n);
+#endif
+  return scan_logits_ref(row, n);
+}
 
 }  // namespace tessera::kernels

@@ -1,5 +1,6 @@
 // Scalar reference versions of kernels/ops.h: plain loops, the readable definition of each op.
 #include <cmath>
+#include <limits>
 
 #include "kernels/ops.h"
 #include "kernels/ops_rope_table.h"
@@ -79,12 +80,17 @@ void softmax_ref(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-int64_t argmax_ref(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best] || (std::isnan(x[best]) && !std::isnan(x[i]))) best = i;
+LogitsScan scan_logits_ref(const float* row, int64_t n) {
+  LogitsScan out;
+  bool any_finite = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = row[i];
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) return LogitsScan{};
+    any_finite |= std::isfinite(x);
+    if (x > row[out.argmax]) out.argmax = i;  // strictly larger: the first of equal maxima stays
   }
-  return best;
+  out.usable = any_finite;
+  return out;
 }
 
 }  // namespace tessera::kernels

@@ -72,9 +72,6 @@ struct RunnerOutput {
   std::vector<uint8_t> nonfinite_logits;
 };
 
-// True when every entry is finite or -Inf and at least one is finite: a row the sampler can use.
-bool logits_row_usable(const float* row, size_t n);
-
 class ModelRunner {
  public:
   ModelRunner(const LlamaModel& model, KvStorage& kv, const RunnerConfig& config);
@@ -117,9 +114,10 @@ class ModelRunner {
   AlignedVector<float> logits_;            // [max rows][vocab], lines as the matmul stores them
   int32_t num_logits_rows_ = 0;
   int32_t num_padding_lanes_ = 0;          // static policy: idle lanes computed this step
-  std::vector<uint8_t> row_usable_;         // [max logits rows] logits_row_usable of each row this step
+  std::vector<uint8_t> row_usable_;         // [max logits rows] kernels::scan_logits' usable, per row this step
+  std::vector<int32_t> row_argmax_;         // [max logits rows] its argmax (before any token mask)
   std::vector<int32_t> plain_greedy_;      // per scheduled seq: its argmax token, or -1 (sampled below)
-  std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, first logits row) picked in parallel
+  std::vector<std::pair<int32_t, size_t>> greedy_rows_;  // (seq index, logits row): plain greedy after a token mask
   std::vector<int32_t> spec_scratch_;      // [k + 1] emitted tokens of one verification
   RunnerOutput output_;                    // the last step's result, reused
   std::optional<profile::OpScope> step_scope_;  // --profile: the step from forward() to sample()'s end

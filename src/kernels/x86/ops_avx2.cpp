@@ -120,4 +120,49 @@ void softmax(float* x, int64_t n) {
   scale(x, 1.0f / sum, n);
 }
 
+// Two accumulators of 8 lanes, each lane holding the largest entry it has seen and that entry's
+// index (as int32 bits in a float register, for blendv); a lane takes an entry only if strictly
+// larger, so it keeps the first of its equal maxima, and the lowest index among the lanes that
+// hold the row's max is the first position of that max. A NaN never compares larger (ordered
+// compare), and any NaN or +Inf makes the row unusable, whatever the lanes hold.
+LogitsScan scan_logits(const float* row, int64_t n) {
+  const __m256 pos_inf = _mm256_set1_ps(INFINITY);
+  __m256 best[2] = {_mm256_set1_ps(-INFINITY), _mm256_set1_ps(-INFINITY)};
+  __m256 at[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256i idx[2] = {_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15)};
+  const __m256i step = _mm256_set1_epi32(16);
+  __m256 bad = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int a = 0; a < 2; ++a) {
+      const __m256 x = _mm256_loadu_ps(row + i + 8 * a);
+      bad = _mm256_or_ps(bad, _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q), _mm256_cmp_ps(x, pos_inf, _CMP_EQ_OQ)));
+      const __m256 larger = _mm256_cmp_ps(x, best[a], _CMP_GT_OQ);
+      best[a] = _mm256_blendv_ps(best[a], x, larger);
+      at[a] = _mm256_blendv_ps(at[a], _mm256_castsi256_ps(idx[a]), larger);
+      idx[a] = _mm256_add_epi32(idx[a], step);
+    }
+  }
+  if (_mm256_movemask_ps(bad) != 0) return LogitsScan{};
+  alignas(32) float lane_best[16];
+  alignas(32) int32_t lane_at[16];
+  for (int a = 0; a < 2; ++a) {
+    _mm256_store_ps(lane_best + 8 * a, best[a]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lane_at + 8 * a), _mm256_castps_si256(at[a]));
+  }
+  float top = -INFINITY;
+  for (float v : lane_best) top = v > top ? v : top;
+  int64_t top_at = 0;
+  bool found = false;
+  for (int l = 0; l < 16; ++l) {
+    if (lane_best[l] == top && (!found || lane_at[l] < top_at)) top_at = lane_at[l], found = true;
+  }
+  for (; i < n; ++i) {  // the tail: later positions, so only a strictly larger entry moves the argmax
+    const float x = row[i];
+    if (std::isnan(x) || x == INFINITY) return LogitsScan{};
+    if (x > top) top = x, top_at = i;
+  }
+  return LogitsScan{top > -INFINITY, top_at};
+}
+
 }  // namespace tessera::kernels::avx2

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/ops.h"
+
 namespace tessera::kernels::avx2 {
 
 void rmsnorm(const float* x, const float* weight, float eps, float* out, int64_t n,
@@ -12,5 +14,6 @@ void add_inplace(float* x, const float* y, int64_t n);
 void scale(float* x, float s, int64_t n);
 void softmax(float* x, int64_t n);
 void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);
+LogitsScan scan_logits(const float* row, int64_t n);
 
 }  // namespace tessera::kernels::avx2
