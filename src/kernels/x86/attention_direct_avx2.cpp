@@ -35,6 +35,7 @@ constexpr int kChunks = kTileKeys / 8;  // 8-key column chunks of a tile
 // element offset of its dimension 0 (dimension d at + d * block_size) and, for q8, its 8 row
 // scales (0 past n); V rows per key.
 struct TileSource {
+  static constexpr int32_t kUpdateDims = 8;  // update_direct's d0 step
   int32_t n = 0;
   int64_t k_off[kChunks] = {};
   __m256 k_scale[kChunks];     // kQ8
@@ -139,7 +140,8 @@ void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* 
 // then a + b.
 template <KvDType DT, int R>
 void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head_dim, float* states,
-                   int32_t stride) {
+                   int32_t stride, PrefetchStream& pf, int32_t every) {
+  int32_t countdown = every;
   alignas(32) float p[R][kTileKeys];
   float alpha[R];
   for (int r = 0; r < R; ++r) {
@@ -153,6 +155,7 @@ void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head
     }
     int32_t j = 0;
     for (; j + 2 <= n; j += 2) {
+      if (--countdown == 0) pf.issue4(), countdown = every;
       const __m256 va = load_v<DT>(ts, j, d0), vb = load_v<DT>(ts, j + 1, d0);
       for (int r = 0; r < R; ++r) {
         a[r] = _mm256_fmadd_ps(_mm256_set1_ps(p[r][j]), va, a[r]);

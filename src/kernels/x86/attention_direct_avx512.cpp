@@ -33,6 +33,7 @@ constexpr int kChunks = kTileKeys / 16;  // 16-key column chunks of a tile
 // element offset of its dimension 0 (dimension d at + d * block_size) and, for q8, its 16 row
 // scales; V rows per key.
 struct TileSource {
+  static constexpr int32_t kUpdateDims = 32;  // update_direct's d0 step
   int32_t n = 0;
   int64_t k_off[kChunks] = {};
   __mmask16 mask[kChunks] = {};
@@ -134,7 +135,8 @@ void scores_direct(const KvLayer& kv, const TileSource& ts, const float* const* 
 // per row acc = acc * alpha, even keys into chain a and odd keys into chain b, then a + b.
 template <KvDType DT, int R>
 void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head_dim, float* states,
-                   int32_t stride) {
+                   int32_t stride, PrefetchStream& pf, int32_t every) {
+  int32_t countdown = every;
   alignas(64) float p[R][kTileKeys];
   __m512 alpha[R];
   for (int r = 0; r < R; ++r) {
@@ -152,6 +154,7 @@ void update_direct(const TileSource& ts, int32_t n, const float* s, int32_t head
     }
     int32_t j = 0;
     for (; j + 2 <= n; j += 2) {
+      if (--countdown == 0) pf.issue4(), countdown = every;
       const __m512 va[2] = {load_v<DT>(ts, j, d0, mk[0]), load_v<DT>(ts, j, d0 + 16, mk[1])};
       const __m512 vb[2] = {load_v<DT>(ts, j + 1, d0, mk[0]), load_v<DT>(ts, j + 1, d0 + 16, mk[1])};
       for (int r = 0; r < R; ++r) {
