@@ -91,6 +91,7 @@ void geglu(const float* gate, const float* up, float* out, int64_t n) { geglu_re
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 #if !defined(TESSERA_FORCE_SCALAR)
+  if (isa_level() >= IsaLevel::kAvx512) return avx512::swiglu(gate, up, out, n);
   if (use_avx2()) return avx2::swiglu(gate, up, out, n);
 #endif
   swiglu_ref(gate, up, out, n);

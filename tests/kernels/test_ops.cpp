@@ -91,6 +91,24 @@ TEST(Ops, FastMatchesRef) {
   }
 }
 
+// The AVX-512 swiglu gives the AVX2 path's bits (the same exp operations on 16 lanes; 8-15 left
+// over take a half-masked chunk and the scalar tail what AVX2's does), so a model's outputs do not
+// depend on which of the two a host runs. Inputs cover exp's clamped range and both tails.
+TEST(Ops, SwigluAvx512MatchesAvx2BitForBit) {
+  if (detected_isa_level() < IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this host";
+  IsaGuard guard;
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 40, 4864, 8960}) {
+    const auto g = random_vec(n, static_cast<uint32_t>(n + 11), -100.0f, 100.0f);
+    const auto u = random_vec(n, static_cast<uint32_t>(n + 12));
+    std::vector<float> y512(static_cast<size_t>(n)), y256(static_cast<size_t>(n));
+    set_isa_level(IsaLevel::kAvx512);
+    swiglu(g.data(), u.data(), y512.data(), n);
+    set_isa_level(IsaLevel::kAvx2);
+    swiglu(g.data(), u.data(), y256.data(), n);
+    EXPECT_EQ(0, std::memcmp(y512.data(), y256.data(), y512.size() * sizeof(float))) << "n=" << n;
+  }
+}
+
 // The KV cache's f16 conversion: every fast path gives fp32_to_fp16's bits, over normal,
 // subnormal-half, rounding-tie, overflowing and special inputs (a NaN anywhere in a vector too).
 TEST(Ops, Fp32ToFp16RowMatchesScalarBitForBit) {

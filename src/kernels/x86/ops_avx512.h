@@ -7,6 +7,7 @@
 
 namespace tessera::kernels::avx512 {
 
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
 LogitsScan scan_logits(const float* row, int64_t n);
 
 }  // namespace tessera::kernels::avx512
