@@ -298,17 +298,15 @@ bool can_share_activations(std::span<const MatmulOut> outs) {
 }
 
 // The arguments of each output of a group that can share activations, x quantized once (on the
-// pool) for all of them; returns their weight bytes. args: [kMaxGroupOuts] (can_share_activations
-// holds; the bound is spelled out for GCC, which cannot see it through the span).
+// pool) for all of them; returns their weight bytes.
 int64_t prepare_group(std::span<const MatmulOut> outs, const float* x, int64_t m, MatmulArgs* args, ThreadPool& pool) {
-  const size_t n = std::min(outs.size(), kMaxGroupOuts);
   int64_t bytes = 0;
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t k = 0; k < outs.size(); ++k) {
     args[k] = make_args(*outs[k].w, x, m, outs[k].y);
     bytes += static_cast<int64_t>(outs[k].w->bytes());
   }
   prepare_activations(args[0], pool);
-  for (size_t k = 1; k < n; ++k) {
+  for (size_t k = 1; k < outs.size(); ++k) {
     args[k].xq = args[0].xq, args[k].xd = args[0].xd, args[k].xs = args[0].xs, args[k].xbsums = args[0].xbsums;
     args[k].xsum = args[0].xsum, args[k].xd_t = args[0].xd_t, args[k].xs_t = args[0].xs_t;
     args[k].xsum_t = args[0].xsum_t, args[k].activations_id = args[0].activations_id;
