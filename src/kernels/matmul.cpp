@@ -5,7 +5,6 @@
 
 #include "util/aligned_vector.h"
 #include "util/huge_buffer.h"
-#include "util/check.h"
 
 #include <algorithm>
 #include <atomic>
@@ -285,24 +284,24 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, float* y, ThreadPo
   pool.for_ranges(w.rows(), kRowGrain, [&](int64_t r0, int64_t r1) { run_rows(a, r0, r1); });
 }
 
-namespace {
-
-constexpr size_t kMaxGroupOuts = 4;
-
-bool can_share_activations(std::span<const MatmulOut> outs) {
-  bool shared = !outs.empty() && outs.size() <= kMaxGroupOuts;
+void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
+  if (m <= 0 || outs.empty()) return;
+  constexpr size_t kMaxOuts = 4;
+  const WeightMatrix& w0 = *outs[0].w;
+  bool shared = outs.size() <= kMaxOuts;
   for (const MatmulOut& o : outs) {
-    shared = shared && o.w->cols() == outs[0].w->cols() && weight_family(o.w->type()) == weight_family(outs[0].w->type());
+    shared = shared && o.w->cols() == w0.cols() && weight_family(o.w->type()) == weight_family(w0.type());
   }
-  return shared;
-}
-
-// The arguments of each output of a group that can share activations, x quantized once (on the
-// pool) for all of them; returns their weight bytes.
-int64_t prepare_group(std::span<const MatmulOut> outs, const float* x, int64_t m, MatmulArgs* args, ThreadPool& pool) {
+  if (!shared) {
+    for (const MatmulOut& o : outs) matmul(*o.w, x, m, o.y, pool);
+    return;
+  }
+  MatmulArgs args[kMaxOuts];
+  int64_t first_row[kMaxOuts + 1] = {0};  // prefix sums of rows: output k owns [first_row[k], first_row[k+1])
   int64_t bytes = 0;
   for (size_t k = 0; k < outs.size(); ++k) {
     args[k] = make_args(*outs[k].w, x, m, outs[k].y);
+    first_row[k + 1] = first_row[k] + outs[k].w->rows();
     bytes += static_cast<int64_t>(outs[k].w->bytes());
   }
   prepare_activations(args[0], pool);
@@ -314,47 +313,6 @@ int64_t prepare_group(std::span<const MatmulOut> outs, const float* x, int64_t m
     // the tiles; the K-quant one reads the row-major activations every kernel reads.
     args[k].amx = amx_will_run(args[k]) && (args[0].amx || weight_family(args[k].type) != WeightFamily::kBlock32);
   }
-  return bytes;
-}
-
-}  // namespace
-
-void matmul_gated(const WeightMatrix& w_gate, const WeightMatrix& w_up, const float* x, int64_t m, float* gate,
-                  float* up, GatedActivation act, ThreadPool& pool) {
-  TESSERA_CHECK(w_gate.rows() == w_up.rows() && w_gate.cols() == w_up.cols(), "gate [{} x {}] and up [{} x {}]",
-                w_gate.rows(), w_gate.cols(), w_up.rows(), w_up.cols());
-  if (m <= 0 || w_gate.rows() == 0) return;
-  const int64_t cols = w_gate.rows();  // of gate and up
-  const MatmulOut outs[] = {{&w_gate, gate}, {&w_up, up}};
-  if (!can_share_activations(outs)) {
-    matmul_group(outs, x, m, pool);
-    for (int64_t i = 0; i < m; ++i) act(gate + i * cols, up + i * cols, gate + i * cols, cols);
-    return;
-  }
-  MatmulArgs args[2];
-  const int64_t bytes = prepare_group(outs, x, m, args, pool);
-  auto columns = [&](int64_t c0, int64_t c1) {
-    run_rows(args[0], c0, c1);
-    run_rows(args[1], c0, c1);
-    for (int64_t i = 0; i < m; ++i) act(gate + i * cols + c0, up + i * cols + c0, gate + i * cols + c0, c1 - c0);
-  };
-  if (bytes * m < inline_bytes()) {
-    columns(0, cols);
-    return;
-  }
-  pool.for_ranges(cols, kRowGrain, columns);
-}
-
-void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool) {
-  if (m <= 0 || outs.empty()) return;
-  if (!can_share_activations(outs)) {
-    for (const MatmulOut& o : outs) matmul(*o.w, x, m, o.y, pool);
-    return;
-  }
-  MatmulArgs args[kMaxGroupOuts];
-  const int64_t bytes = prepare_group(outs, x, m, args, pool);
-  int64_t first_row[kMaxGroupOuts + 1] = {0};  // prefix sums of rows: output k owns [first_row[k], first_row[k+1])
-  for (size_t k = 0; k < outs.size(); ++k) first_row[k + 1] = first_row[k] + outs[k].w->rows();
   const size_t n = outs.size();
   auto rows = [&](int64_t r0, int64_t r1) {
     for (size_t k = 0; k < n; ++k) {

@@ -75,19 +75,6 @@ struct MatmulOut {
 // instead of one per weight). The same bits as one matmul() per output.
 void matmul_group(std::span<const MatmulOut> outs, const float* x, int64_t m, ThreadPool& pool);
 
-// A gated feed-forward's first half: gate[i][r] = act(x W_gate^T, x W_up^T)[i][r] (SwiGLU, GeGLU),
-// with up: [m][rows] as scratch. Each piece of the split over the pool runs its gate rows, its up
-// rows, then act over those columns of every token, on the thread that just wrote them: one
-// wake-up, and no pass over [m][rows] that reads half its lines from the other core's cache (the
-// separate swiglu cost 0.75 ms of a 37 ms B = 16 step on Qwen2.5-0.5B). Pieces start at multiples
-// of 16 columns, so an act whose vector lanes start at the first element and whose scalar tail
-// takes what is left sees the same lanes as on a whole row: the same bits as matmul_group({gate,
-// up}) and then act on each row. Weights matmul_group cannot share (other cols or activation
-// format) take that path.
-using GatedActivation = void (*)(const float* gate, const float* up, float* out, int64_t n);
-void matmul_gated(const WeightMatrix& w_gate, const WeightMatrix& w_up, const float* x, int64_t m, float* gate,
-                  float* up, GatedActivation act, ThreadPool& pool);
-
 // Weight bytes x activation rows below which a matmul runs on the calling thread alone: waking a
 // worker (microseconds when it spins, a scheduler slice when the machine is loaded) costs more than
 // it saves. Which thread computes a row never changes its bits.

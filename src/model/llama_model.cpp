@@ -344,18 +344,13 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       OpScope scope(Op::kRmsnorm);  // with the attention block's residual add
       residual_then_norm(true, w.ffn_norm);
     }
-    const kernels::GatedActivation activation =
-        c.ffn_activation == ModelConfig::Activation::kGeluTanh ? kernels::geglu : kernels::swiglu;
-    if (batch.lora_segments.empty()) {  // the activation inside the matmul's split (same bits)
+    {
       OpScope scope(Op::kFfnGateUp);
-      kernels::matmul_gated(w.w_gate, w.w_up, h, num_tokens, ws.gate.data(), ws.up.data(), activation, pool);
-    } else {  // the adapters' deltas go in between
-      {
-        OpScope scope(Op::kFfnGateUp);
-        const kernels::MatmulOut gate_up[] = {{&w.w_gate, ws.gate.data()}, {&w.w_up, ws.up.data()}};
-        kernels::matmul_group(gate_up, h, num_tokens, pool);
-        lora(h, {{LoraTarget::kGate, ws.gate.data()}, {LoraTarget::kUp, ws.up.data()}});
-      }
+      const kernels::MatmulOut gate_up[] = {{&w.w_gate, ws.gate.data()}, {&w.w_up, ws.up.data()}};
+      kernels::matmul_group(gate_up, h, num_tokens, pool);
+      lora(h, {{LoraTarget::kGate, ws.gate.data()}, {LoraTarget::kUp, ws.up.data()}});
+    }
+    {
       OpScope scope(Op::kSwiglu);
       // One call per row, so which elements take the kernel's scalar tail never depends on the
       // batch; rows split over the pool from 8 rows up (batched decode: ~1 us per row).
@@ -364,7 +359,13 @@ void LlamaModel::forward(const ForwardBatch& batch, KvStorage& kv, ForwardWorksp
       const float* up = ws.up.data();
       const int64_t chunk = num_tokens < 8 ? num_tokens : (num_tokens + 2 * pool.num_threads() - 1) / (2 * pool.num_threads());
       pool.for_chunks(num_tokens, chunk, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) activation(gate + t * ffn, up + t * ffn, gate + t * ffn, ffn);
+        for (int64_t t = t0; t < t1; ++t) {
+          if (c.ffn_activation == ModelConfig::Activation::kGeluTanh) {
+            kernels::geglu(gate + t * ffn, up + t * ffn, gate + t * ffn, ffn);
+          } else {
+            kernels::swiglu(gate + t * ffn, up + t * ffn, gate + t * ffn, ffn);
+          }
+        }
       });
     }
     {

@@ -10,7 +10,6 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_pack.h"
-#include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/test_quant_util.h"
 #include "kernels/quant_blocks.h"
@@ -120,48 +119,6 @@ TEST(Matmul, PackedMatchesRefAndUnpackedBitForBit) {
             set_matmul_amx_enabled(true);
             EXPECT_TRUE(same_bits(ref0, y0) && same_bits(ref1, y1))
                 << dtype_name(type) << " cols=" << cols << " m=" << m << " " << isa_name(level) << " " << p;
-          }
-        }
-      }
-    }
-  }
-}
-
-// matmul_gated against matmul_group + the activation on each whole row, bit for bit, at every ISA
-// level: 100 output columns (the pool's last piece ends inside a 16-column group, and swiglu's
-// AVX2 scalar tail takes the last 4), widths that run inline (256) and split over the pool (1024,
-// 1280), and a gate / up pair of different activation formats (Q4_K with Q8_0: the unshared path).
-TEST(Matmul, GatedIsGroupThenActivationBitForBit) {
-  IsaRestorer restore;
-  ThreadPool pool(2);
-  const std::pair<DType, DType> pairs[] = {{DType::Q5_0, DType::Q5_0}, {DType::Q8_0, DType::Q8_0},
-                                           {DType::Q4_K, DType::Q6_K}, {DType::Q4_K, DType::Q8_0}};
-  constexpr int64_t kCols = 100;
-  for (const auto& [gate_type, up_type] : pairs) {
-    for (int64_t width : {int64_t{256}, int64_t{1024}, int64_t{1280}}) {
-      if ((is_kquant(gate_type) || is_kquant(up_type)) && width % 256 != 0) continue;
-      const auto dg = random_weights(gate_type, kCols, width, static_cast<uint32_t>(width + 3));
-      const auto du = random_weights(up_type, kCols, width, static_cast<uint32_t>(width + 4));
-      WeightMatrix wg = WeightMatrix::view(gate_type, dg.data(), kCols, width);
-      WeightMatrix wu = WeightMatrix::view(up_type, du.data(), kCols, width);
-      wg.pack();
-      wu.pack();
-      for (int64_t m : {1, 7, 16, 33}) {
-        const auto x = random_x(m * width, static_cast<uint32_t>(m * 5 + 2));
-        for (IsaLevel level : available_levels()) {
-          set_isa_level(level);
-          for (GatedActivation act : {GatedActivation{swiglu}, GatedActivation{geglu}}) {
-            std::vector<float> gate_ref(static_cast<size_t>(m * kCols), NAN), up_ref(gate_ref.size(), NAN);
-            const MatmulOut outs[] = {{&wg, gate_ref.data()}, {&wu, up_ref.data()}};
-            matmul_group(outs, x.data(), m, pool);
-            for (int64_t i = 0; i < m; ++i) {
-              act(gate_ref.data() + i * kCols, up_ref.data() + i * kCols, gate_ref.data() + i * kCols, kCols);
-            }
-            std::vector<float> gate(gate_ref.size(), NAN), up(gate_ref.size(), NAN);
-            matmul_gated(wg, wu, x.data(), m, gate.data(), up.data(), act, pool);
-            EXPECT_TRUE(same_bits(gate_ref, gate))
-                << dtype_name(gate_type) << "/" << dtype_name(up_type) << " width=" << width << " m=" << m << " "
-                << isa_name(level) << (act == GatedActivation{swiglu} ? " swiglu" : " geglu");
           }
         }
       }
