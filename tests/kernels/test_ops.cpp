@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "isa_skip.h"
 #include "kernels/ops.h"
 #include "util/cpu_features.h"
 
@@ -95,7 +96,7 @@ TEST(Ops, FastMatchesRef) {
 // over take a half-masked chunk and the scalar tail what AVX2's does), so a model's outputs do not
 // depend on which of the two a host runs. Inputs cover exp's clamped range and both tails.
 TEST(Ops, SwigluAvx512MatchesAvx2BitForBit) {
-  if (detected_isa_level() < IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this host";
+  if (detected_isa_level() < IsaLevel::kAvx512) TESSERA_SKIP_ISA_ABSENT("AVX-512");
   IsaGuard guard;
   for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 40, 4864, 8960}) {
     const auto g = random_vec(n, static_cast<uint32_t>(n + 11), -100.0f, 100.0f);
