@@ -1,5 +1,4 @@
-// AVX2+FMA element-wise ops. exp is a degree-6 polynomial after range reduction by ln 2
-// (relative error ~1e-7 over the clamped range [-87.3, 88.7]); tests bound it against ops_ref.
+// AVX2+FMA element-wise ops. exp is x86/ops_exp.h's polynomial on 8 lanes.
 #include "kernels/x86/ops_avx2.h"
 
 #include <immintrin.h>
@@ -7,27 +6,29 @@
 #include <cmath>
 
 #include "kernels/x86/avx2_helpers.h"
+#include "kernels/x86/ops_exp.h"
 #include "util/fp16.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
 
-inline __m256 exp256(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.7f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+// exp_poly's operations on 8 lanes (x86/ops_exp.h).
+struct Ops8 {
+  using V = __m256;
+  static V set1(float v) { return _mm256_set1_ps(v); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
+  static V pow2(V n) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+};
+
+inline __m256 exp256(__m256 x) { return x86::exp_poly<Ops8>(x); }
 
 }  // namespace
 

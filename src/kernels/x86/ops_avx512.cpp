@@ -1,6 +1,6 @@
 // AVX-512 element-wise ops (kernels/ops.h), each the AVX2 op of x86/ops_avx2.cpp on 16 lanes:
-// - swiglu: exp512 performs exp256's operations in the same order, so every element gets the bits
-//   the AVX2 path gives it; 8 left over after the 16-lane chunks take one half-masked chunk and
+// - swiglu: x86/ops_exp.h's exponential on 16 lanes, so every element gets the bits the AVX2 path
+//   gives it; 8 left over after the 16-lane chunks take one half-masked chunk and
 //   fewer than 8 the scalar tail, the elements AVX2 also leaves to it. (The exp and the division
 //   are the op's cost: 0.7 ms of a B = 16 decode step on Qwen2.5-0.5B with 8 lanes.)
 // - scan_logits: compare masks instead of blend vectors, and the tail read through a masked load
@@ -14,26 +14,28 @@
 
 #include <cmath>
 
+#include "kernels/x86/ops_exp.h"
+
 namespace tessera::kernels::avx512 {
 namespace {
 
-// exp256 of x86/ops_avx2.cpp, op for op (the same constants, roundings and FMA order).
-inline __m512 exp512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+// exp_poly's operations on 16 lanes (x86/ops_exp.h): the AVX2 path's bits.
+struct Ops16 {
+  using V = __m512;
+  static V set1(float v) { return _mm512_set1_ps(v); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+  static V pow2(V n) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+  }
+};
+
+inline __m512 exp512(__m512 x) { return x86::exp_poly<Ops16>(x); }
 
 inline __m512 swiglu16(__m512 g, __m512 u) {
   const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
