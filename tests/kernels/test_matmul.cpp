@@ -367,7 +367,7 @@ TEST(Matmul, KQuantIntegerChainsAtTheirBounds) {
     const WeightMatrix plain = WeightMatrix::view(type, data.data(), kRows, kCols);
     WeightMatrix packed = plain;
     packed.pack();
-    for (int64_t m : {1, 2, 9}) {
+    for (int64_t m : {1, 2, 9, 17}) {  // 17: two full 8-row tiles and a tail
       std::vector<float> x(static_cast<size_t>(m * kCols));
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t c = 0; c < kCols; ++c) x[static_cast<size_t>(i * kCols + c)] = i % 2 == 0 ? 1.0f : -1.0f;

@@ -20,11 +20,16 @@
 //
 // Loop nest: groups of 16 weight rows > tiles of R activation rows (y[R] in registers over the
 // whole K walk) > super-blocks > sub-blocks (each sub-block's weights unpacked once per tile).
+// Q4_K batches of 8..127 rows take wide tiles instead (q4k_tile below): 16 rows, one chain per
+// sub-block and row, the offset of the centred weights folded into the chain starts.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul_canon.h"
@@ -56,6 +61,7 @@ struct KArgs {
   const MatmulArgs* a;
   const int32_t* bsum32;        // [m][cols / 64] dwords (Q4_K, Q5_K)
   const int32_t* neg32_chains;  // [ceil(m / 8)][cols / 16][8][2] (Q6_K)
+  const int32_t* q4_tiles;      // Q4TileLayout per tile and super-block (Q4_K)
 };
 
 inline __m512i bcast(const void* p) { return _mm512_set1_epi32(*static_cast<const int32_t*>(p)); }
@@ -175,6 +181,144 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
   for (int j = 0; j < R; ++j) _mm512_mask_storeu_ps(y_base + (i0 + j) * a.rows, store, y[j]);
 }
 
+// Q4_K, tiles of up to kQ4TileRows activation rows. One chain per sub-block and row: it starts at
+// -8 times the sub-block's activation sum, so it ends at the dot of the centred weights q - 8
+// (-8..7) against |x| <= 127: |.| <= 32 * 8 * 127 = 32,512 fits int16, and one vpdpwssd against
+// (sc_j, 0) applies the scale (the two-chain tile above spends two). The offset comes back once
+// per super-block and row: isum starts at 8 * sum_j sc_j * bsum32_j, 4 vpdpwssd of (8 sc_2k,
+// 8 sc_2k+1) against the activation's (bsum32_2k, bsum32_2k+1) (8 * 63 and 32 * 127 fit int16).
+// isum is the scalar twin's exact integer, so the float steps give its bits. A tile of 16 rows
+// unpacks each sub-block's weights once at m = 16 (the two-chain tile: twice); y lives in a stack
+// buffer, isum[16] in registers (rows expanded over constant indices, chains of 8 rows interleaved).
+constexpr int kQ4TileRows = 16;
+constexpr int kQ4ChunkRows = 8;
+// The wide tiles run for batches of kQ4MinRows to kQ4MaxRows rows (batched decode, speculative
+// verification); the two-chain tile keeps the rest. Below 8 rows the per-call tile table (16 rows'
+// worth per super-block, per thread) costs more than the scale steps save (8960->1536 at m = 1:
+// 120 -> 81 GOP/s; m = 2, 4: -10%). From 128 rows (prefill chunks) it measured within -5..+3%
+// of the two-chain tile, -5% on 4864->896 (its table outgrows L2). bench/LOG.md has the table.
+constexpr int64_t kQ4MinRows = 8, kQ4MaxRows = 127;
+
+// Everything a Q4_K tile reads of the activations, tile by tile so that every address in a tile's
+// walk is one pointer plus a constant: per tile of 16 rows and super-block, 8 x [16 rows][32 bytes]
+// of x (sub-blocks 0..7), [8][16] int32 chain starts (-8 * bsum32_j), [4][16] int32 pairs
+// (bsum32_2k, bsum32_2k+1).
+struct Q4TileLayout {
+  static constexpr size_t kRows = kQ4TileRows;
+  static constexpr size_t kX = 0, kNeg8 = 8 * kRows * 32, kPairs = kNeg8 + 8 * kRows * 4;
+  static constexpr size_t kBytes = kPairs + 4 * kRows * 4;  // per tile and super-block: 4,864
+};
+
+template <int R>
+void q4k_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, float* y_base, __mmask16 store,
+              bool first_tile, NextGroup next) {
+  using L = PackedKLayout<DType::Q4_K>;
+  using T = Q4TileLayout;
+  const MatmulArgs& a = *k.a;
+  alignas(64) float ybuf[R][16] = {};
+  const auto* tile = reinterpret_cast<const uint8_t*>(k.q4_tiles) + static_cast<size_t>(i0 / kQ4TileRows * nb) * T::kBytes;
+  constexpr int C = R < kQ4ChunkRows ? R : kQ4ChunkRows;
+  for (int64_t b = 0; b < nb; ++b, tile += T::kBytes) {
+    const uint8_t* rec = group + static_cast<size_t>(b) * L::kBytes;
+    if (first_tile) {
+      for (size_t line = 0; line < L::kBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kNearRecords * L::kBytes + line), _MM_HINT_T0);
+      }
+    }
+    next.fetch(b, L::kBytes);
+    const uint8_t* pairs = tile + T::kPairs;
+    __m512i isum[R];
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      __m512i sc8[4];  // (8 sc_2k, 8 sc_2k+1) as int16 pairs
+      for (int k2 = 0; k2 < 4; ++k2) {
+        const auto* sc = reinterpret_cast<const __m128i*>(rec + L::kScAt + 32 * k2);
+        sc8[k2] = _mm512_slli_epi16(_mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(sc)),
+                                                    _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(sc + 1)), 16)),
+                                    3);
+      }
+      ((isum[J] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc8[0], bcast(pairs + 4 * J))), ...);
+      for (int k2 = 1; k2 < 4; ++k2) {
+        ((isum[J] = _mm512_dpwssd_epi32(isum[J], sc8[k2], bcast(pairs + 4 * (k2 * T::kRows + J)))), ...);
+      }
+    }(std::make_integer_sequence<int, R>{});
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int sb = 0; sb < 8; ++sb) {
+      const uint8_t* x = tile + T::kX + 32 * T::kRows * sb;
+      const uint8_t* neg8 = tile + T::kNeg8 + 4 * T::kRows * sb;
+      __m512i w[8];
+      for (int v = 0; v < 8; ++v) {
+        const __m512i raw = _mm512_loadu_si512(rec + 512 * (sb / 2) + 64 * v);
+        w[v] = _mm512_and_si512(sb % 2 == 0 ? raw : _mm512_srli_epi16(raw, 4), low4);
+      }
+      // (sc_j, 0) as int16 pairs: unsigned bytes widened.
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kScAt + 16 * sb)));
+      auto chunk = [&]<int J0, int... J>(std::integral_constant<int, J0>, std::integer_sequence<int, J...>) {
+        __m512i s[sizeof...(J)];
+        ((s[J] = bcast(neg8 + 4 * (J0 + J))), ...);
+        for (int v = 0; v < 8; ++v) {
+          ((s[J] = _mm512_dpbusd_epi32(s[J], w[v], bcast(x + 32 * (J0 + J) + 4 * v))), ...);
+        }
+        ((isum[J0 + J] = _mm512_dpwssd_epi32(isum[J0 + J], s[J], sc)), ...);
+      };
+      [&]<int... K>(std::integer_sequence<int, K...>) {
+        (chunk(std::integral_constant<int, K * C>{}, std::make_integer_sequence<int, C>{}), ...);
+      }(std::make_integer_sequence<int, R / C>{});
+      if constexpr (R % C != 0) {
+        chunk(std::integral_constant<int, R / C * C>{}, std::make_integer_sequence<int, R % C>{});
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDminAt)));
+    __m512i mn[4];  // (mn_2k, mn_2k+1) as int16 pairs
+    for (int k2 = 0; k2 < 4; ++k2) {
+      const auto* p = reinterpret_cast<const __m128i*>(rec + L::kMnAt + 32 * k2);
+      mn[k2] = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(p)),
+                               _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(p + 1)), 16));
+    }
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      auto row = [&](int j, __m512i is) {
+        const __m512 dx = _mm512_set1_ps(a.xd[(i0 + j) * nb + b]);
+        __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0], bcast(pairs + 4 * j));
+        for (int k2 = 1; k2 < 4; ++k2) msum = _mm512_dpwssd_epi32(msum, mn[k2], bcast(pairs + 4 * (k2 * T::kRows + j)));
+        __m512 y = _mm512_load_ps(ybuf[j]);
+        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(d, dx), y);
+        y = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, dx), y);
+        _mm512_store_ps(ybuf[j], y);
+      };
+      (row(J, isum[J]), ...);
+    }(std::make_integer_sequence<int, R>{});
+  }
+  for (int j = 0; j < R; ++j) _mm512_mask_storeu_ps(y_base + (i0 + j) * a.rows, store, _mm512_load_ps(ybuf[j]));
+}
+
+using Q4TileFn = void (*)(const KArgs&, const uint8_t*, int64_t, int64_t, float*, __mmask16, bool, NextGroup);
+
+template <int... Rs>
+constexpr std::array<Q4TileFn, sizeof...(Rs)> q4k_tiles(std::integer_sequence<int, Rs...>) {
+  return {&q4k_tile<Rs + 1>...};
+}
+// q4k_tile<r + 1> at index r.
+constexpr auto kQ4Tiles = q4k_tiles(std::make_integer_sequence<int, kQ4TileRows>{});
+
+void packed_q4k(const KArgs& k, int64_t r_begin, int64_t r_end) {
+  const MatmulArgs& a = *k.a;
+  const int64_t nb = a.cols / kQkK;
+  const size_t group_bytes = static_cast<size_t>(nb) * PackedKLayout<DType::Q4_K>::kBytes;
+  for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
+    const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
+    const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
+    const auto store = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
+    float* y_base = a.y + g * kPackRows;
+    const int tiles = static_cast<int>((a.m + kQ4TileRows - 1) / kQ4TileRows);
+    NextGroup next = next_group(group, group_bytes, g, r_end, kPackRows, a.m > 1 ? tiles : 0);
+    for (int64_t i0 = 0; i0 < a.m; i0 += kQ4TileRows, ++next.index) {
+      const int64_t rows = std::min<int64_t>(kQ4TileRows, a.m - i0);
+      kQ4Tiles[rows - 1](k, group, nb, i0, y_base, store, i0 == 0, next);
+    }
+  }
+}
+
 template <DType T>
 void packed(const KArgs& k, int64_t r_begin, int64_t r_end) {
   const MatmulArgs& a = *k.a;
@@ -234,6 +378,38 @@ const int32_t* neg32_chains(const MatmulArgs& a) {
   });
 }
 
+// Q4_K's tile table (Q4TileLayout), built once per call and thread.
+const int32_t* q4_tiles(const MatmulArgs& a) {
+  using T = Q4TileLayout;
+  thread_local DerivedTable table;
+  const int64_t nb = a.cols / kQkK, tiles = (a.m + kQ4TileRows - 1) / kQ4TileRows;
+  return table.get(a, a.cols, static_cast<size_t>(tiles * nb) * T::kBytes / 4, [&](int32_t* t) {
+    // Row i's part of every super-block; the last tile's rows past m stay unwritten (a tile of R
+    // rows reads rows < R only).
+    for (int64_t i = 0; i < a.m; ++i) {
+      const int64_t j = i % kQ4TileRows;
+      for (int64_t b = 0; b < nb; ++b) {
+        auto* at = reinterpret_cast<uint8_t*>(t) + static_cast<size_t>(i / kQ4TileRows * nb + b) * T::kBytes;
+        auto* neg8 = reinterpret_cast<int32_t*>(at + T::kNeg8);
+        auto* pairs = reinterpret_cast<uint32_t*>(at + T::kPairs);
+        const int8_t* x = a.xq + i * a.cols + b * kQkK;
+        const int32_t* s16 = a.xbsums + i * (a.cols / 16) + b * 16;
+        int32_t s32[8];
+        for (int sb = 0; sb < 8; ++sb) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + T::kX + 32 * (T::kRows * sb + j)),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * sb)));
+          s32[sb] = s16[2 * sb] + s16[2 * sb + 1];
+          neg8[sb * T::kRows + j] = -8 * s32[sb];
+        }
+        for (int k2 = 0; k2 < 4; ++k2) {
+          pairs[k2 * T::kRows + j] = static_cast<uint32_t>(static_cast<uint16_t>(s32[2 * k2])) |
+                                     (static_cast<uint32_t>(static_cast<uint16_t>(s32[2 * k2 + 1])) << 16);
+        }
+      }
+    }
+  });
+}
+
 // Q4_K/Q5_K's per-32 activation sums as int16 pairs (KArgs::bsum32), from a.xbsums (per 16).
 const int32_t* bsum32_pairs(const MatmulArgs& a) {
   thread_local DerivedTable table;
@@ -255,9 +431,11 @@ const int32_t* bsum32_pairs(const MatmulArgs& a) {
 bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (a.packed == nullptr || !is_kquant(a.type)) return false;
   const bool q6 = a.type == DType::Q6_K;
-  const KArgs k{&a, q6 ? nullptr : bsum32_pairs(a), q6 ? neg32_chains(a) : nullptr};
+  const bool q4_wide = a.type == DType::Q4_K && a.m >= kQ4MinRows && a.m <= kQ4MaxRows;
+  const KArgs k{&a, q6 || q4_wide ? nullptr : bsum32_pairs(a), q6 ? neg32_chains(a) : nullptr,
+                q4_wide ? q4_tiles(a) : nullptr};
   switch (a.type) {
-    case DType::Q4_K: packed<DType::Q4_K>(k, r_begin, r_end); break;
+    case DType::Q4_K: q4_wide ? packed_q4k(k, r_begin, r_end) : packed<DType::Q4_K>(k, r_begin, r_end); break;
     case DType::Q5_K: packed<DType::Q5_K>(k, r_begin, r_end); break;
     default: packed<DType::Q6_K>(k, r_begin, r_end); break;
   }
