@@ -37,6 +37,7 @@
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/x86/amx_tiles.h"
+#include "kernels/x86/packed_groups.h"
 
 namespace tessera::kernels::amx {
 namespace {
@@ -230,22 +231,17 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     unpacked.resize(static_cast<size_t>(nb) * (kBlockBytes / 64));
   }
   const BlockScales bs{a.xd_t, a.xs_t, a.xsum_t, a.m};
-  for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
-    const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
-    const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
-    const auto store = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-    const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
+  for_each_packed_group(a, group_bytes, r_begin, r_end, [&](int64_t, const uint8_t* group, float* y_base, __mmask16 store) {
     // Q8_0: the records themselves are the B tiles (qs first, 64-byte rows).
     uint8_t* b_tiles = L::kQ8 ? const_cast<uint8_t*>(group) : reinterpret_cast<uint8_t*>(unpacked.data());
     const size_t b_stride = L::kQ8 ? record : kBlockBytes;
     bool first = true;  // the first row tile of the group streams (and unpacks) its records
-    float* y_base = a.y + g * kPackRows;
     int64_t i0 = 0;
     for (; i0 + kTileM <= a.m; i0 += kTileM, first = false) {
       row_tile<T, kTileM>(a, bs, group, b_tiles, b_stride, nb, i0, y_base, store, first);
     }
     if (tail > 0) tail_dispatch<T>(tail, a, bs, group, b_tiles, b_stride, nb, i0, y_base, store, first);
-  }
+  });
 }
 
 }  // namespace

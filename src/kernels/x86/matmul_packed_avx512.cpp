@@ -24,6 +24,7 @@
 #include "kernels/matmul_canon.h"
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/x86/packed_groups.h"
 #include "kernels/x86/packed_prefetch.h"
 
 namespace tessera::kernels::avx512 {
@@ -126,12 +127,7 @@ template <DType T>
 void packed(const MatmulArgs& a, const int32_t* xoff, int64_t r_begin, int64_t r_end) {
   const int64_t nb = a.cols / kQk;
   const size_t group_bytes = static_cast<size_t>(nb) * packed_record_bytes(T);
-  for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
-    const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
-    const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
-    const auto store = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-    const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
-    float* y_base = a.y + g * kPackRows;
+  for_each_packed_group(a, group_bytes, r_begin, r_end, [&](int64_t g, const uint8_t* group, float* y_base, __mmask16 store) {
     const int64_t wide = a.m / kWideTileRows, rest = a.m % kWideTileRows;
     const int tiles = static_cast<int>(wide + rest / kTileRows + (rest % kTileRows != 0 ? 1 : 0));
     // m = 1 (decode: a read of the weights) keeps the near prefetch and the hardware's alone: the
@@ -159,7 +155,7 @@ void packed(const MatmulArgs& a, const int32_t* xoff, int64_t r_begin, int64_t r
       case 1: group_tile<T, 1>(a, xoff, group, nb, i0, y_base, store, first, next); break;
       default: break;
     }
-  }
+  });
 }
 
 // -o * a.xsum (int32 per activation block, exact: |o * sum| <= 128 * 32 * 127), built once per

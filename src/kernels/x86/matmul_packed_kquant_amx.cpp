@@ -31,6 +31,7 @@
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/x86/amx_tiles.h"
+#include "kernels/x86/packed_groups.h"
 
 namespace tessera::kernels::amx {
 namespace {
@@ -230,17 +231,12 @@ void packed(const MatmulArgs& a, const int32_t* bsum16, int64_t r_begin, int64_t
   thread_local std::vector<Line> unpacked;  // one group's B tiles (Q4_K, Q5_K): [nb][8][512 bytes]
   if (unpacked.size() < static_cast<size_t>(nb) * 64) unpacked.resize(static_cast<size_t>(nb) * 64);
   auto* b_tiles = reinterpret_cast<uint8_t*>(unpacked.data());
-  for (int64_t g = r_begin / kPackRows; g * kPackRows < r_end; ++g) {
-    const int64_t lo = std::max(r_begin, g * kPackRows) - g * kPackRows;
-    const int64_t hi = std::min(r_end, (g + 1) * kPackRows) - g * kPackRows;
-    const auto store = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-    const uint8_t* group = a.packed + static_cast<size_t>(g) * group_bytes;
-    float* y_base = a.y + g * kPackRows;
+  for_each_packed_group(a, group_bytes, r_begin, r_end, [&](int64_t, const uint8_t* group, float* y_base, __mmask16 store) {
     for (int64_t i0 = 0; i0 < a.m; i0 += kTileM) {
       const int rows = static_cast<int>(std::min<int64_t>(kTileM, a.m - i0));
       RowTile<T>(a, bsum16, group, b_tiles, i0, rows).run(y_base, store, i0 == 0);
     }
-  }
+  });
 }
 
 }  // namespace
