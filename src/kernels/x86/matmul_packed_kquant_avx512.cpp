@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -66,6 +65,14 @@ struct KArgs {
 };
 
 inline __m512i bcast(const void* p) { return _mm512_set1_epi32(*static_cast<const int32_t*>(p)); }
+
+// Two consecutive 16-byte rows of a record's unsigned bytes (sub-blocks 2k and 2k + 1 of the 16
+// weight rows: scales or mins) as int16 pairs (row 2k in the low word), vpdpwssd's operand.
+inline __m512i byte_row_pairs(const uint8_t* p) {
+  const auto* v = reinterpret_cast<const __m128i*>(p);
+  return _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(v)),
+                         _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(v + 1)), 16));
+}
 
 // One Q6_K sub-block's 3 packed vectors (matmul_pack.h) -> its 4 vectors of 6-bit weights.
 // Vector 3 gathers bits 6-7 of each: v0's into bits 0-1, v1's into 2-3, v2's into 4-5. The
@@ -166,9 +173,7 @@ void group_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, fl
       // isum is spent: its registers hold msum now.
       for (int j = 0; j < R; ++j) isum[j] = _mm512_setzero_si512();
       for (int k2 = 0; k2 < 4; ++k2) {  // pairs of sub-blocks
-        const auto* mn = reinterpret_cast<const __m128i*>(rec + L::kMnAt + 32 * k2);
-        const __m512i pair = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(mn)),
-                                             _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(mn + 1)), 16));
+        const __m512i pair = byte_row_pairs(rec + L::kMnAt + 32 * k2);
         for (int j = 0; j < R; ++j) {
           isum[j] = _mm512_dpwssd_epi32(isum[j], pair, bcast(k.bsum32 + (i0 + j) * (a.cols / 64) + b * 4 + k2));
         }
@@ -196,7 +201,7 @@ constexpr int kQ4ChunkRows = 8;
 // The wide tiles run for batches of kQ4MinRows to kQ4MaxRows rows (batched decode, speculative
 // verification); the two-chain tile keeps the rest. Below 8 rows the per-call tile table (16 rows'
 // worth per super-block, per thread) costs more than the scale steps save (8960->1536 at m = 1:
-// 120 -> 81 GOP/s; m = 2, 4: -10%). From 128 rows (prefill chunks) it measured within -5..+3%
+// 120 -> 81 GOP/s; m = 2, 4: -10%; measured while the table was still zeroed on every call). From 128 rows (prefill chunks) it measured within -5..+3%
 // of the two-chain tile, -5% on 4864->896 (its table outgrows L2). bench/LOG.md has the table.
 constexpr int64_t kQ4MinRows = 8, kQ4MaxRows = 127;
 
@@ -232,10 +237,7 @@ void q4k_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, floa
     [&]<int... J>(std::integer_sequence<int, J...>) {
       __m512i sc8[4];  // (8 sc_2k, 8 sc_2k+1) as int16 pairs
       for (int k2 = 0; k2 < 4; ++k2) {
-        const auto* sc = reinterpret_cast<const __m128i*>(rec + L::kScAt + 32 * k2);
-        sc8[k2] = _mm512_slli_epi16(_mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(sc)),
-                                                    _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(sc + 1)), 16)),
-                                    3);
+        sc8[k2] = _mm512_slli_epi16(byte_row_pairs(rec + L::kScAt + 32 * k2), 3);
       }
       ((isum[J] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), sc8[0], bcast(pairs + 4 * J))), ...);
       for (int k2 = 1; k2 < 4; ++k2) {
@@ -271,11 +273,7 @@ void q4k_tile(const KArgs& k, const uint8_t* group, int64_t nb, int64_t i0, floa
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDAt)));
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + L::kDminAt)));
     __m512i mn[4];  // (mn_2k, mn_2k+1) as int16 pairs
-    for (int k2 = 0; k2 < 4; ++k2) {
-      const auto* p = reinterpret_cast<const __m128i*>(rec + L::kMnAt + 32 * k2);
-      mn[k2] = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128(p)),
-                               _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(p + 1)), 16));
-    }
+    for (int k2 = 0; k2 < 4; ++k2) mn[k2] = byte_row_pairs(rec + L::kMnAt + 32 * k2);
     [&]<int... J>(std::integer_sequence<int, J...>) {
       auto row = [&](int j, __m512i is) {
         const __m512 dx = _mm512_set1_ps(a.xd[(i0 + j) * nb + b]);
