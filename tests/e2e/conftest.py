@@ -167,6 +167,27 @@ def is_sanitized(binary):
         return b"__asan_init" in f.read()
 
 
+@functools.lru_cache(maxsize=None)
+def kernels_path():
+    """The kernel path tessera takes on this host: "avx512", "avx2" or "scalar", from its start-up
+    summary (the servers the tests start inherit the same environment, TESSERA_ISA included)."""
+    out = subprocess.run([tessera_bin(), "run", "-v", "-n", "1", "--prompt", "hi"], capture_output=True, text=True,
+                         timeout=120 * SLOWDOWN)
+    found = re.search(r"kernels (\w+)", out.stderr)
+    assert found, out.stderr
+    return found.group(1)
+
+
+def per_kernel_path(**pinned):
+    """The value pinned for this host's kernel path (kernels_path()). A greedy golden is exact on one
+    path, but the paths round differently: the matmuls give the same bits on every path, while
+    attention, the norms and the softmax sum in 8 lanes on AVX2 and 16 on AVX-512, which can move a
+    near-tie of the model's logits (tests/model/test_kquant_golden.cpp has the measurement)."""
+    path = kernels_path()
+    assert path in pinned, f"no value pinned for the {path} kernel path (pinned: {sorted(pinned)})"
+    return pinned[path]
+
+
 def model_path():
     env = os.environ.get("TESSERA_MODEL")
     if env:

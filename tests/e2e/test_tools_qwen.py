@@ -20,6 +20,8 @@ import json
 
 import pytest
 
+from conftest import per_kernel_path
+
 
 TOOLS = [{
     "type": "function",
@@ -46,8 +48,19 @@ GET_TIME = {
 # Greedy outputs of the Q4_K_M file, pinned.
 PARIS_ARGS = '{"city": "Paris"}'
 PARIS_FRAGMENTS = ['{"', 'city', '":', ' "', 'Paris', '"}']
-NONE_TEXT = ("As an AI language model, I don't have real-time weather data, so I don't have the ability to predict "
-             "the weather in Paris today. However,")
+# Greedy, pinned per kernel path (conftest.per_kernel_path): on AVX2 the model parts from its AVX-512 answer at a near-tie.
+NONE_TEXT = {
+    "avx512": ("As an AI language model, I don't have real-time weather data, so I don't have the ability to predict "
+               "the weather in Paris today. However,"),
+    "avx2": ("As an AI language model, I do not have real-time weather data, so I cannot provide you with the current "
+             "weather in Paris. However, you can check"),
+}
+# The sentence after a tool result with an agent's system prompt and tool_choice "none" (also pinned
+# by test_anthropic_sdk.py and test_responses_sdk.py, whose conversations are the same).
+ANSWER_AFTER_RESULT = {
+    "avx512": "The temperature in Paris today is 21 degrees Celsius and the sky is sunny.",
+    "avx2": "The weather in Paris today is sunny with a temperature of 21 degrees Celsius.",
+}
 WEATHER_RESULT = json.dumps({"temperature_c": 21, "sky": "sunny"})
 ANSWER_SYSTEM = {"role": "system",
                  "content": "You are a weather assistant. When a tool result arrives, answer the user in one plain English sentence."}
@@ -116,7 +129,7 @@ def with_tool_result(call, messages=QUESTION):
 # {"temperature_c": 21, ...}', no tool_calls); an agent's usual system prompt with tool_choice
 # "none" for the final turn, or a user turn after the result, gets the sentence.
 @pytest.mark.parametrize("case,answer", [
-    ("system_prompt_then_none", "The temperature in Paris today is 21 degrees Celsius and the sky is sunny."),
+    ("system_prompt_then_none", ANSWER_AFTER_RESULT),
     ("user_turn_after_result", "The weather in Paris is sunny with a temperature of 21 degrees Celsius."),
 ])
 def test_follow_up_with_tool_result(qwen, case, answer):
@@ -128,16 +141,18 @@ def test_follow_up_with_tool_result(qwen, case, answer):
         r = ask(qwen, with_tool_result(call) + [follow])
     choice = r.choices[0]
     assert not choice.message.tool_calls and choice.finish_reason == "stop"
-    assert choice.message.content == answer  # greedy, pinned: it uses the tool's 21 C and sunny sky
+    expected = answer if isinstance(answer, str) else per_kernel_path(**answer)
+    assert choice.message.content == expected  # greedy, pinned: it uses the tool's 21 C and sunny sky
 
 
 def test_tool_choice_none_never_calls(qwen):
     r = ask(qwen, QUESTION, tool_choice="none", max_tokens=32)
     assert not r.choices[0].message.tool_calls
     assert r.choices[0].finish_reason == "length"
-    assert r.choices[0].message.content == NONE_TEXT
+    none_text = per_kernel_path(**NONE_TEXT)
+    assert r.choices[0].message.content == none_text
     deltas, content, finish = streamed(qwen, QUESTION, tool_choice="none", max_tokens=32)
-    assert deltas == [] and content == NONE_TEXT and finish == "length"
+    assert deltas == [] and content == none_text and finish == "length"
 
 
 def test_call_cut_by_max_tokens_is_content(qwen):

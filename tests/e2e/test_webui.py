@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import SERVED_NAME, SLOWDOWN, http, metrics
+from conftest import SERVED_NAME, SLOWDOWN, http, metrics, per_kernel_path
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -249,7 +249,9 @@ def test_api_key_is_asked_for_and_used(start_server, browser):
 # A greedy SmolLM2 answer that contains live-looking HTML outside any code block: it echoes
 # `<script>` and `<img src=x onerror=...>` in a paragraph, each of which would set window.xssPwned.
 ECHO_SYSTEM = "You are an echo bot. You repeat the user's message exactly, character for character, and nothing else."
-XSS_PAYLOAD = '<script>window.xssPwned = 1</script><img src=x onerror="window.xssPwned = 2">'
+XSS_SCRIPT = "<script>window.xssPwned = 1</script>"
+XSS_IMG = '<img src=x onerror="window.xssPwned = 2">'
+XSS_PAYLOAD = XSS_SCRIPT + XSS_IMG
 
 
 def test_model_html_is_shown_as_text(server, browser):
@@ -261,9 +263,15 @@ def test_model_html_is_shown_as_text(server, browser):
     set_field(b, "max_tokens", "60")
     box = send(b, XSS_PAYLOAD)
     raw = wait_done(b, box)
-    assert XSS_PAYLOAD in raw and "```" not in raw, raw  # the model wrote the tags, outside a code block
+    # Tags the model wrote, outside any code block, pinned per kernel path (conftest.per_kernel_path):
+    # on AVX-512 the payload itself; on AVX2 it parts at a near-tie and writes the <img> as a second
+    # <script> ("The original user's message is: <script>...1</script> The echo bot's response is:
+    # <script>...2</script>").
+    tags = re.findall(r"<script>.*?</script>|<img [^>]*>", raw)
+    expected = per_kernel_path(avx512=[XSS_SCRIPT, XSS_IMG], avx2=[XSS_SCRIPT, XSS_SCRIPT.replace("1", "2")])
+    assert all(tag in tags for tag in expected) and "```" not in raw, raw
     shown = box.find_element("css selector", ".content").text
-    assert XSS_PAYLOAD in shown, shown  # visible as text
+    assert all(tag in shown for tag in tags), shown  # visible as text
     assert b.execute_script("return document.querySelectorAll('#messages script, #messages img, #messages [onerror]').length") == 0
     assert b.execute_script("return typeof window.xssPwned") == "undefined"
     with pytest.raises(NoAlertPresentException):

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "forward_harness.h"
+#include "kernels/kernels_info.h"
 #include "llamacpp_golden.h"
 
 namespace tessera {
@@ -47,11 +48,18 @@ namespace {
 // chat_haiku@10 also part in those runs). Rounding the 32-block activation scales to f16 as
 // llama.cpp's Q8_0 blocks do (q/k/v/gate/up and the tied output head are Q5_0/Q8_0: 640 columns
 // are no multiple of 256) leaves the mean distance at 0.266 (2 of 8): not the cause.
+//
+// The floor is per kernel path: the matmuls give the same bits on every path, but attention, the
+// norms and the softmax sum in 8 lanes on AVX2 and 16 on AVX-512, which moves near-ties. Qwen on
+// the AVX2-only Zen 3 host (EPYC family 25 model 1, at e02e73d): 5 of 8, one parting more than the
+// AVX-512 and scalar paths' 6 (chat_reverse at token 3, llama.cpp's gap 0.073; plain_sql@0 and
+// chat_explain@8 as there), teacher-forced 509 of 512. Gemma's 3 holds on both paths.
 struct RealModel {
   const char* file;
   const char* golden;
-  int min_full_matches;  // of 8 prompts, identical over all 64 tokens: what the model measures today
-  int max_rank;          // llama.cpp's rank a parting token may have (llamacpp_golden.h)
+  int min_full_matches;       // of 8 prompts, identical over all 64 tokens: what the model measures today
+  int min_full_matches_avx2;  // the same where the kernels run their AVX2 path (see above)
+  int max_rank;               // llama.cpp's rank a parting token may have (llamacpp_golden.h)
 };
 
 class KQuantGolden : public ::testing::TestWithParam<RealModel> {
@@ -87,7 +95,8 @@ TEST_P(KQuantGolden, GreedyMatchesLlamaCppUpToNearTies) {
     ++num_cases;
   }
   EXPECT_EQ(num_cases, 8);
-  EXPECT_GE(full, GetParam().min_full_matches);
+  const bool avx2 = kernels::active_isa() == "avx2";
+  EXPECT_GE(full, avx2 ? GetParam().min_full_matches_avx2 : GetParam().min_full_matches) << kernels::active_isa();
 }
 
 TEST_P(KQuantGolden, TeacherForcedDecisivePositionsAgree) {
@@ -109,10 +118,10 @@ TEST_P(KQuantGolden, TeacherForcedDecisivePositionsAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RealFiles, KQuantGolden,
-                         ::testing::Values(RealModel{"gemma-3-270m-q4_k_m.gguf", "gemma3_270m_greedy.json", 3,
+                         ::testing::Values(RealModel{"gemma-3-270m-q4_k_m.gguf", "gemma3_270m_greedy.json", 3, 3,
                                                      testing::kGemma3MaxRank},
                                            RealModel{"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-                                                     "qwen25_coder_greedy.json", 6, testing::kQwen25MaxRank}),
+                                                     "qwen25_coder_greedy.json", 6, 5, testing::kQwen25MaxRank}),
                          [](const auto& info) { return std::string(info.param.file[0] == 'g' ? "Gemma3" : "Qwen25"); });
 
 }  // namespace
