@@ -125,6 +125,8 @@ TEST(HttpErrors, TooManyRequestsInFlightGets429) {
   auto got = f.post("/v1/completions", json{{"prompt", "b"}, {"max_tokens", 1}});
   expect_error(got, 429, "rate_limit_error", "Too many requests in flight (limit 1)");
   holder.join();
+  // The holder's slot is released after its last byte is written, which the client can see first.
+  ASSERT_TRUE(wait_until([&] { return f.server().counters().num_requests_in_flight == 0; }));
   EXPECT_EQ(f.post("/v1/completions", json{{"prompt", "b"}, {"max_tokens", 1}}).first, 200);
 }
 
