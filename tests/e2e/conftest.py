@@ -188,6 +188,15 @@ def per_kernel_path(**pinned):
     return pinned[path]
 
 
+# Qwen2.5-Coder-0.5B's greedy sentence after the weather tool's result, with an agent's system prompt
+# and tool_choice "none": one conversation pinned by test_tools_qwen.py and, through their own
+# protocols, test_anthropic_sdk.py and test_responses_sdk.py. Per kernel path (per_kernel_path).
+QWEN_TOOL_RESULT_ANSWER = {
+    "avx512": "The temperature in Paris today is 21 degrees Celsius and the sky is sunny.",
+    "avx2": "The weather in Paris today is sunny with a temperature of 21 degrees Celsius.",
+}
+
+
 def model_path():
     env = os.environ.get("TESSERA_MODEL")
     if env:

@@ -18,7 +18,7 @@ import json
 
 import pytest
 
-from conftest import SERVED_NAME, http, per_kernel_path, require_environment
+from conftest import QWEN_TOOL_RESULT_ANSWER, SERVED_NAME, http, per_kernel_path, require_environment
 
 anthropic = pytest.importorskip("anthropic", reason="pip install anthropic (scripts/setup.sh installs it)")
 
@@ -298,14 +298,8 @@ def test_count_tokens_with_tools_equals_create(qwen_ac):
 
 
 # The conversation of test_tools_qwen.py's pinned follow-up (system prompt, the call, its result,
-# tool_choice none): the 0.5B model then answers with the result in one sentence.
-# Pinned per kernel path, as there (conftest.per_kernel_path).
-ANSWER = {
-    "avx512": "The temperature in Paris today is 21 degrees Celsius and the sky is sunny.",
-    "avx2": "The weather in Paris today is sunny with a temperature of 21 degrees Celsius.",
-}
-
-
+# tool_choice none): the 0.5B model then answers with the result in one sentence
+# (conftest.QWEN_TOOL_RESULT_ANSWER).
 @pytest.mark.parametrize("result_content", ["string", "blocks"])
 def test_tool_result_round_trip_equals_chat(qwen_ac, qwen_client, result_content):
     call_id = "toolu_01A"
@@ -323,7 +317,7 @@ def test_tool_result_round_trip_equals_chat(qwen_ac, qwen_client, result_content
                                "function": {"name": "get_weather", "arguments": json.dumps({"city": "Paris"})}}]},
                            {"role": "tool", "tool_call_id": call_id, "content": WEATHER_RESULT}], 64,
              tools=[OPENAI_TOOL], tool_choice="none")
-    answer = per_kernel_path(**ANSWER)
+    answer = per_kernel_path(**QWEN_TOOL_RESULT_ANSWER)
     assert c.choices[0].message.content == answer
     assert text_of(m) == answer
     assert prompt_tokens(m.usage) == c.usage.prompt_tokens

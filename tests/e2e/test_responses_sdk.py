@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from conftest import SERVED_NAME, http, per_kernel_path
+from conftest import QWEN_TOOL_RESULT_ANSWER, SERVED_NAME, http, per_kernel_path
 
 openai = pytest.importorskip("openai")
 
@@ -28,12 +28,6 @@ OPENAI_CHAT_TOOL = {"type": "function", "function": {k: v for k, v in TOOL.items
 WEATHER_QUESTION = "What is the weather like in Paris today?"
 WEATHER_RESULT = json.dumps({"temperature_c": 21, "sky": "sunny"})
 ANSWER_SYSTEM = "You are a weather assistant. When a tool result arrives, answer the user in one plain English sentence."
-# test_tools_qwen.py's pinned greedy answer to the same conversation (system, call, result, tool_choice none),
-# per kernel path as there (conftest.per_kernel_path).
-ANSWER = {
-    "avx512": "The temperature in Paris today is 21 degrees Celsius and the sky is sunny.",
-    "avx2": "The weather in Paris today is sunny with a temperature of 21 degrees Celsius.",
-}
 
 
 def chat(client, messages, max_tokens, **kw):
@@ -227,7 +221,7 @@ def test_function_call_output_round_trip_equals_chat(qwen_client):
                                "function": {"name": call.name, "arguments": call.arguments}}]},
                            {"role": "tool", "tool_call_id": call.call_id, "content": WEATHER_RESULT}], 64,
              tools=[OPENAI_CHAT_TOOL], tool_choice="none")
-    answer = per_kernel_path(**ANSWER)
+    answer = per_kernel_path(**QWEN_TOOL_RESULT_ANSWER)
     assert c.choices[0].message.content == answer
     assert message_text(r2) == answer
     assert r2.usage.input_tokens == c.usage.prompt_tokens

@@ -20,7 +20,7 @@ import json
 
 import pytest
 
-from conftest import per_kernel_path
+from conftest import QWEN_TOOL_RESULT_ANSWER, per_kernel_path
 
 
 TOOLS = [{
@@ -54,12 +54,6 @@ NONE_TEXT = {
                "the weather in Paris today. However,"),
     "avx2": ("As an AI language model, I do not have real-time weather data, so I cannot provide you with the current "
              "weather in Paris. However, you can check"),
-}
-# The sentence after a tool result with an agent's system prompt and tool_choice "none" (also pinned
-# by test_anthropic_sdk.py and test_responses_sdk.py, whose conversations are the same).
-ANSWER_AFTER_RESULT = {
-    "avx512": "The temperature in Paris today is 21 degrees Celsius and the sky is sunny.",
-    "avx2": "The weather in Paris today is sunny with a temperature of 21 degrees Celsius.",
 }
 WEATHER_RESULT = json.dumps({"temperature_c": 21, "sky": "sunny"})
 ANSWER_SYSTEM = {"role": "system",
@@ -129,7 +123,7 @@ def with_tool_result(call, messages=QUESTION):
 # {"temperature_c": 21, ...}', no tool_calls); an agent's usual system prompt with tool_choice
 # "none" for the final turn, or a user turn after the result, gets the sentence.
 @pytest.mark.parametrize("case,answer", [
-    ("system_prompt_then_none", ANSWER_AFTER_RESULT),
+    ("system_prompt_then_none", QWEN_TOOL_RESULT_ANSWER),
     ("user_turn_after_result", "The weather in Paris is sunny with a temperature of 21 degrees Celsius."),
 ])
 def test_follow_up_with_tool_result(qwen, case, answer):
