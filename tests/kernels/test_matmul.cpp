@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -230,6 +231,52 @@ TEST(Matmul, FuzzOddShapesBitForBit) {
         EXPECT_TRUE(same_bits(ref1, y1) && same_bits(ref2, y2) && same_bits(ref1, g1))
             << dtype_name(type) << " rows=" << rows << "/" << rows2 << " cols=" << cols << " m=" << m << " "
             << isa_name(level) << (packed ? " packed" : "");
+      }
+    }
+  }
+}
+
+// The K-quant kernels' 16-bit chains at their bounds (x86/matmul_packed_kquant_avx2.cpp: Q6_K's
+// chains start at -32 times their activations' sum and reach |32512| when every weight is 0 or 63
+// and every activation +-127): weights of all-0x00 or all-0xFF bytes (Q6_K: q = 0 or 63, its
+// scales -128 or 127), activations all +1 or all -1 (quantized to +-127) or alternating, m 1, 4
+// and 5, each ISA level, packed and not: bit for bit the scalar twin.
+TEST(Matmul, KQuantChainBoundsBitForBit) {
+  IsaRestorer restore;
+  ThreadPool pool(2);
+  const int64_t rows = 16, cols = 512;
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (uint8_t fill : {uint8_t{0x00}, uint8_t{0xFF}}) {
+      std::vector<uint8_t> d(dtype_row_bytes(type, cols) * rows, fill);
+      const uint16_t scale = fp32_to_fp16(0.01f);
+      for (size_t off = 0; off < d.size(); off += dtype_block_bytes(type)) {
+        if (type == DType::Q6_K) {
+          std::memset(&d[off + offsetof(BlockQ6_K, scales)], fill == 0 ? 0x80 : 0x7F, 16);
+          std::memcpy(&d[off + offsetof(BlockQ6_K, d)], &scale, 2);
+        } else {
+          std::memcpy(&d[off], &scale, 2);
+          std::memcpy(&d[off + 2], &scale, 2);
+        }
+      }
+      const WeightMatrix w = WeightMatrix::view(type, d.data(), rows, cols);
+      WeightMatrix packed = w;
+      packed.pack();
+      for (int sign : {1, -1, 0}) {  // 0: alternating +1, -1
+        for (int64_t m : {1, 4, 5}) {
+          std::vector<float> x(static_cast<size_t>(m * cols));
+          for (size_t i = 0; i < x.size(); ++i) x[i] = sign != 0 ? static_cast<float>(sign) : (i % 2 ? -1.0f : 1.0f);
+          std::vector<float> ref(static_cast<size_t>(m * rows));
+          matmul_ref(w, x.data(), m, ref.data());
+          for (IsaLevel level : available_levels()) {
+            set_isa_level(level);
+            for (const WeightMatrix* a : {&w, static_cast<const WeightMatrix*>(&packed)}) {
+              std::vector<float> y(ref.size(), NAN);
+              matmul(*a, x.data(), m, y.data(), pool);
+              EXPECT_TRUE(same_bits(ref, y)) << dtype_name(type) << " fill=" << int{fill} << " sign=" << sign
+                                             << " m=" << m << " " << isa_name(level) << (a == &w ? "" : " packed");
+            }
+          }
+        }
       }
     }
   }

@@ -6,11 +6,16 @@
 // Per sub-block and activation row: vpmaddubsw of the unsigned weights with the broadcast
 // activation dword gives pair sums in 16 bits, added over a run of vectors while they stay exact
 // (activations in [-127, 127]; one lane <= 2 x 15 x 127 = 3810 for Q4_K, 8 of them 30480; 2 x 31 x
-// 127 = 7874 for Q5_K, 4 of them 31496; 2 x 63 x 127 = 16002 for Q6_K, 2 of them 32004), then one
-// vpmaddwd by the int16 pair (sc, sc) of each row's sub-block scale applies the scale and widens
-// to 32 bits at once: sc * (a + b) <= 128 x 64008, exact. Mins (Q4_K/Q5_K) and Q6_K's -32 offset
-// are one vpmaddwd of int16 pairs against the activation's per-16 sums, as the AVX-512 kernel's
-// vpdpwssd. The float steps are the canonical ones (matmul_canon.h): same bits as matmul_ref.
+// 127 = 7874 for Q5_K, 4 of them 31496), then one vpmaddwd by the int16 pair (sc, sc) of each
+// row's sub-block scale applies the scale and widens to 32 bits at once: sc * (a + b) <= 128 x
+// 64008, exact. Q4_K/Q5_K's mins are one vpmaddwd per pair of sub-blocks: int16 pairs (mn_{2p},
+// mn_{2p+1}) of each row against the activation's (sum_{2p}, sum_{2p+1}) over 32 elements.
+// Q6_K's -32 offset rides in the 16-bit chains: each lane of a sub-block's one run starts at -32
+// times the sum of the 8 activations it will meet (act_sums), so at every step it holds a sum of 8
+// terms (q - 32) x or -32 x, each <= 32 x 127: <= 32512, exact; that saves the separate offset
+// pass and half the vpmaddwd (Qwen2.5-1.5B's ffn_down, m = 1: ~76 -> ~58 vector operations per
+// 16-element sub-block of 16 rows). The float steps are the canonical ones (matmul_canon.h): same
+// bits as matmul_ref.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -34,12 +39,20 @@ inline __m256i bcast(const void* p) {
   __builtin_memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
-// 8 bytes at p (rows 8h..8h+7 of one sub-block's scales or mins) as int16 pairs (s, s).
+// 16 bytes at p (one sub-block's scales of rows 0..15) as int16 pairs (s, s): [h] = rows 8h..8h+7.
 template <bool kSigned>
-inline __m256i dup_pairs(const uint8_t* p) {
-  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  const __m256i s = kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
-  return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(s, 16));
+inline void dup_pairs(const uint8_t* p, __m256i out[2]) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_unpacklo_epi8(b, b), hi = _mm_unpackhi_epi8(b, b);
+  out[0] = kSigned ? _mm256_cvtepi8_epi16(lo) : _mm256_cvtepu8_epi16(lo);
+  out[1] = kSigned ? _mm256_cvtepi8_epi16(hi) : _mm256_cvtepu8_epi16(hi);
+}
+// Rows 0..15 of two sub-blocks' unsigned bytes (at p and p + 16) as int16 pairs (u_a, u_b).
+inline void pair_rows(const uint8_t* p, __m256i out[2]) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+  out[0] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(a, b));
+  out[1] = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(a, b));
 }
 
 // Rows 8h..8h+7 of one Q6_K sub-block's 3 packed vectors (matmul_pack.h; q points at half h of the
@@ -57,15 +70,17 @@ inline void unpack_q6_half(const uint8_t* q, __m256i w[4][2], int h) {
   w[3][h] = _mm256_or_si256(_mm256_or_si256(b0, b1), b2);
 }
 
+// noinline: inlined into one large packed_kquant_rows, GCC kept the 16-bit chains in stack slots
+// (a store and a reload per vpmaddubsw: Q4_K m = 1 ran at ~55% of its speed).
 template <DType T, int R>
-void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group, int64_t nb, int64_t i0,
+__attribute__((noinline)) void group_tile(const MatmulArgs& a, const int32_t* sums, const uint8_t* group, int64_t nb, int64_t i0,
                 float* y_out, const __m256i store[2], bool stream, NextGroup next) {
   using L = PackedKLayout<T>;
   // Weight vectors per 16-bit run (see the top of the file) and per sub-block.
-  constexpr int kRun = L::kQ6 ? 2 : L::kQ5 ? 4 : 8;
+  constexpr int kRun = L::kQ6 ? 4 : L::kQ5 ? 4 : 8;
   constexpr int kVecs = L::kQ6 ? 4 : 8;
   constexpr int kSubBlocks = L::kQ6 ? 16 : 8;
-  const int64_t pairs_per_row = a.cols / 32;
+  const int64_t sums_per_row = a.cols / (L::kQ6 ? 16 : 64);  // act_sums' int16 pairs per row
   __m256 y[2][R];
   for (int j = 0; j < R; ++j) y[0][j] = y[1][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -85,14 +100,21 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
     __m256i isum[2][R];
     for (int j = 0; j < R; ++j) isum[0][j] = isum[1][j] = _mm256_setzero_si256();
     for (int sb = 0; sb < kSubBlocks; ++sb) {
-      const __m256i sc[2] = {dup_pairs<L::kQ6>(rec + L::kScAt + 16 * sb), dup_pairs<L::kQ6>(rec + L::kScAt + 16 * sb + 8)};
+      __m256i sc[2];
+      dup_pairs<L::kQ6>(rec + L::kScAt + 16 * sb, sc);
       [[maybe_unused]] __m256i q6w[4][2];  // Q6_K: the sub-block's 4 weight vectors, rows 8h.. in [v][h]
       if constexpr (L::kQ6) {
         for (int h = 0; h < 2; ++h) unpack_q6_half(rec + 192 * sb + 32 * h, q6w, h);
       }
       for (int v0 = 0; v0 < kVecs; v0 += kRun) {
         __m256i run[2][R];
-        for (int j = 0; j < R; ++j) run[0][j] = run[1][j] = _mm256_setzero_si256();
+        for (int j = 0; j < R; ++j) {
+          if constexpr (L::kQ6) {  // the -32 offset (see the top of the file)
+            run[0][j] = run[1][j] = _mm256_set1_epi32(sums[(i0 + j) * sums_per_row + b * 16 + sb]);
+          } else {
+            run[0][j] = run[1][j] = _mm256_setzero_si256();
+          }
+        }
 #pragma GCC unroll 8
         for (int v = v0; v < v0 + kRun; ++v) {
           __m256i w[2];
@@ -122,19 +144,15 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
         }
       }
     }
-    if constexpr (L::kQ6) {  // the -32 offset: int16 pairs (-32 sc_{2p}, -32 sc_{2p+1})
-      for (int p = 0; p < 8; ++p) {
-        for (int h = 0; h < 2; ++h) {
-          const auto load8 = [&](size_t at) {
-            return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + at)));
-          };
-          const __m256i lo = _mm256_slli_epi32(load8(L::kScAt + 32 * p + 8 * h), 5);
-          const __m256i hi = _mm256_slli_epi32(load8(L::kScAt + 32 * p + 16 + 8 * h), 21);
-          const __m256i neg = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_blend_epi16(lo, hi, 0xAA));
-          for (int j = 0; j < R; ++j) {
-            const __m256i bs = _mm256_set1_epi32(bsum16[(i0 + j) * pairs_per_row + b * 8 + p]);
-            isum[h][j] = _mm256_add_epi32(isum[h][j], _mm256_madd_epi16(neg, bs));
-          }
+    [[maybe_unused]] __m256i msum[2][R];  // Q4_K/Q5_K: sum_j mn_j * (activation sum of sub-block j)
+    if constexpr (!L::kQ6) {
+      for (int j = 0; j < R; ++j) msum[0][j] = msum[1][j] = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        __m256i mn[2];
+        pair_rows(rec + L::kMnAt + 32 * p, mn);
+        for (int j = 0; j < R; ++j) {
+          const __m256i s = _mm256_set1_epi32(sums[(i0 + j) * sums_per_row + b * 4 + p]);
+          for (int h = 0; h < 2; ++h) msum[h][j] = _mm256_add_epi32(msum[h][j], _mm256_madd_epi16(mn[h], s));
         }
       }
     }
@@ -147,13 +165,8 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
       if constexpr (!L::kQ6) {
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + L::kDminAt + 16 * h)));
         for (int j = 0; j < R; ++j) {
-          __m256i msum = _mm256_setzero_si256();
-          for (int sb = 0; sb < 8; ++sb) {
-            const __m256i bs = _mm256_set1_epi32(bsum16[(i0 + j) * pairs_per_row + b * 8 + sb]);
-            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(dup_pairs<false>(rec + L::kMnAt + 16 * sb + 8 * h), bs));
-          }
           const __m256 dx = _mm256_set1_ps(a.xd[(i0 + j) * nb + b]);
-          y[h][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmin, dx), y[h][j]);
+          y[h][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[h][j]), _mm256_mul_ps(dmin, dx), y[h][j]);
         }
       }
     }
@@ -164,7 +177,7 @@ void group_tile(const MatmulArgs& a, const int32_t* bsum16, const uint8_t* group
 }
 
 template <DType T>
-void packed(const MatmulArgs& a, const int32_t* bsum16, int64_t r_begin, int64_t r_end) {
+void packed(const MatmulArgs& a, const int32_t* sums, int64_t r_begin, int64_t r_end) {
   const int64_t nb = a.cols / kQkK;
   const size_t group_bytes = static_cast<size_t>(nb) * PackedKLayout<T>::kBytes;
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -183,35 +196,61 @@ void packed(const MatmulArgs& a, const int32_t* bsum16, int64_t r_begin, int64_t
     int64_t i0 = 0;
     bool stream = true;
     for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false, ++next.index) {
-      group_tile<T, kTileRows>(a, bsum16, group, nb, i0, y_out, store, stream, next);
+      group_tile<T, kTileRows>(a, sums, group, nb, i0, y_out, store, stream, next);
     }
     switch (a.m - i0) {  // the tail in one tile of exactly its rows
-      case 3: group_tile<T, 3>(a, bsum16, group, nb, i0, y_out, store, stream, next); break;
-      case 2: group_tile<T, 2>(a, bsum16, group, nb, i0, y_out, store, stream, next); break;
-      case 1: group_tile<T, 1>(a, bsum16, group, nb, i0, y_out, store, stream, next); break;
+      case 3: group_tile<T, 3>(a, sums, group, nb, i0, y_out, store, stream, next); break;
+      case 2: group_tile<T, 2>(a, sums, group, nb, i0, y_out, store, stream, next); break;
+      case 1: group_tile<T, 1>(a, sums, group, nb, i0, y_out, store, stream, next); break;
       default: break;
     }
   }
 }
 
-// a.xbsums as int16 pairs (bsum_{2k}, bsum_{2k+1}) in a per-thread buffer that only grows.
-const int32_t* bsum16_pairs(const MatmulArgs& a) {
-  thread_local std::vector<int16_t> buf;
-  const size_t n = static_cast<size_t>(a.m * (a.cols / 16));
+// The activation sums a tile needs, as int16 pairs in one int32, in a per-thread buffer that only
+// grows. Q4_K/Q5_K: [m][cols / 64] (sum_{2p}, sum_{2p+1}), sum_k over the 32 activations of
+// sub-block k (|.| <= 4064). Q6_K: [m][cols / 16] (-32 sum_a, -32 sum_b), sum_a over the elements
+// 4v, 4v + 1 and sum_b over 4v + 2, 4v + 3 (v < 4) of each 16-element sub-block: the two int16
+// lanes one vpmaddubsw chain of a row meets (|.| <= 32 x 8 x 127 = 32512).
+const int32_t* act_sums(const MatmulArgs& a) {
+  thread_local std::vector<int32_t> buf;
+  const bool q6 = a.type == DType::Q6_K;
+  const int64_t per_row = a.cols / (q6 ? 16 : 64);
+  const size_t n = static_cast<size_t>(a.m * per_row);
   if (buf.size() < n) buf.resize(n);
-  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<int16_t>(a.xbsums[i]);
-  return reinterpret_cast<const int32_t*>(buf.data());
+  const auto pack = [](int32_t lo, int32_t hi) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+  };
+  for (int64_t i = 0; i < a.m; ++i) {
+    int32_t* out = buf.data() + i * per_row;
+    if (q6) {
+      const int8_t* x = a.xq + i * a.cols;
+      for (int64_t k = 0; k < per_row; ++k, x += 16) {
+        int32_t sa = 0, sb = 0;
+        for (int t = 0; t < 16; t += 4) {
+          sa += x[t] + x[t + 1];
+          sb += x[t + 2] + x[t + 3];
+        }
+        out[k] = pack(-32 * sa, -32 * sb);
+      }
+    } else {
+      const int32_t* bs = a.xbsums + i * (a.cols / 16);  // per 16 activations
+      for (int64_t k = 0; k < per_row; ++k, bs += 4) out[k] = pack(bs[0] + bs[1], bs[2] + bs[3]);
+    }
+  }
+  return buf.data();
 }
 
 }  // namespace
 
 bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (a.packed == nullptr || !is_kquant(a.type)) return false;
-  const int32_t* bsum16 = bsum16_pairs(a);
+  const int32_t* sums = act_sums(a);
   switch (a.type) {
-    case DType::Q4_K: packed<DType::Q4_K>(a, bsum16, r_begin, r_end); break;
-    case DType::Q5_K: packed<DType::Q5_K>(a, bsum16, r_begin, r_end); break;
-    default: packed<DType::Q6_K>(a, bsum16, r_begin, r_end); break;
+    case DType::Q4_K: packed<DType::Q4_K>(a, sums, r_begin, r_end); break;
+    case DType::Q5_K: packed<DType::Q5_K>(a, sums, r_begin, r_end); break;
+    default: packed<DType::Q6_K>(a, sums, r_begin, r_end); break;
   }
   return true;
 }
