@@ -85,21 +85,23 @@ __attribute__((noinline)) void group_tile(const MatmulArgs& a, const int32_t* su
   for (int j = 0; j < R; ++j) y[0][j] = y[1][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = group + static_cast<size_t>(b) * L::kBytes;
-    // Q4_K/Q5_K: the first tile streams the records from memory, kPrefetchRecords ahead; Q6_K: every
-    // tile fetches its share of the next group (packed_prefetch.h) instead. Measured one thread from
-    // DRAM (bench_matmul cold, 4864->896): Q6_K m = 16 124 -> 183, m = 4 60 -> 100, m = 1 22 -> 30
-    // GOP per CPU second; Q4_K m = 16 fell 140-156 -> 108 with it (with or without the near
-    // prefetch), so Q4_K/Q5_K keep the near one alone.
-    if constexpr (L::kQ6) {
-      next.fetch(b, L::kBytes);
-    } else if (stream) {
-      for (size_t line = 0; line < L::kBytes; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * L::kBytes + line), _MM_HINT_T0);
-      }
-    }
+    // The first tile streams the records from memory, kPrefetchRecords ahead, its prefetches spread
+    // over the sub-blocks (a burst of a whole record's 37-53 lines at its start held Q4_K m = 1 from
+    // DRAM to 58-76 GOP/s on Zen 3, spread 95-110; bench_matmul 2 0.3 Q4_K,Q6_K 1,4,16 8960->1536
+    // cold). Q6_K: every tile also fetches its share of the next group (packed_prefetch.h). Measured
+    // one thread from DRAM (4864->896): Q6_K m = 16 124 -> 183, m = 4 60 -> 100, m = 1 22 -> 30 GOP
+    // per CPU second; Q4_K m = 16 fell 140-156 -> 108 with it, so Q4_K/Q5_K do without. Both
+    // together lift Q6_K m = 1 44-51 -> 57-69 and m = 4 by 40-50% over the far fetch alone.
+    if constexpr (L::kQ6) next.fetch(b, L::kBytes);
     __m256i isum[2][R];
     for (int j = 0; j < R; ++j) isum[0][j] = isum[1][j] = _mm256_setzero_si256();
     for (int sb = 0; sb < kSubBlocks; ++sb) {
+      if (stream) {
+        constexpr int kLines = static_cast<int>(L::kBytes / 64);
+        for (int line = kLines * sb / kSubBlocks; line < kLines * (sb + 1) / kSubBlocks; ++line) {
+          _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchRecords * L::kBytes + 64 * line), _MM_HINT_T0);
+        }
+      }
       __m256i sc[2];
       dup_pairs<L::kQ6>(rec + L::kScAt + 16 * sb, sc);
       [[maybe_unused]] __m256i q6w[4][2];  // Q6_K: the sub-block's 4 weight vectors, rows 8h.. in [v][h]
