@@ -24,6 +24,7 @@
 #include "kernels/matmul_pack.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/x86/avx2_helpers.h"
+#include "util/aligned_vector.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
@@ -56,10 +57,19 @@ inline __m256i weights(const uint8_t* rec, int half, int q) {
   }
 }
 
+// How a tile gets Q5_0/Q5_1's 5-bit weights. Putting each vector's fifth bits back costs ~7
+// operations per 16 rows, as much as the vpmaddubsw work of a 4-row tile, and every tile of a
+// group repeated it: at m > 4 the first tile now writes the unpacked vectors of the group to a
+// per-thread scratch (512 bytes per block: 14 KB at 896 columns, in L1) and the later tiles load
+// them (Qwen2.5-0.5B's Q5_0 gate/up at m = 16 on Zen 3: see bench/LOG.md).
+enum class Unpacked { kCompute, kComputeAndWrite, kRead };
+
 // y[i0 + j][16 outputs of the group] for j < R; lanes outside store[h] (half h) are not written.
-template <DType T, int R>
-void group_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int64_t i0, float* y_out,
-                const __m256i store[2], bool stream) {
+// noinline: see x86/matmul_packed_kquant_avx2.cpp (inlined into packed(), the m = 1 tile's chains
+// went to stack slots: Q5_0 m = 1 fell ~25%).
+template <DType T, int R, Unpacked kU = Unpacked::kCompute>
+__attribute__((noinline)) void group_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int64_t i0, float* y_out,
+                const __m256i store[2], bool stream, uint8_t* scratch = nullptr) {
   using L = Layout<T>;
   // 16-bit partial sums of this many weight vectors stay exact (see the top of the file).
   constexpr int kRun = L::kQ8 ? 1 : L::kQ5 ? 4 : 8;
@@ -83,7 +93,20 @@ void group_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int64_t i
       for (int j = 0; j < R; ++j) run[0][j] = run[1][j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int q = q0; q < q0 + kRun; ++q) {
-        const __m256i w0 = weights<T>(rec, 0, q), w1 = weights<T>(rec, 1, q);
+        __m256i w0, w1;
+        if constexpr (kU == Unpacked::kRead) {
+          const uint8_t* unpacked = scratch + static_cast<size_t>(b) * 512 + 64 * q;
+          w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(unpacked));
+          w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(unpacked + 32));
+        } else {
+          w0 = weights<T>(rec, 0, q);
+          w1 = weights<T>(rec, 1, q);
+          if constexpr (kU == Unpacked::kComputeAndWrite) {
+            uint8_t* unpacked = scratch + static_cast<size_t>(b) * 512 + 64 * q;
+            _mm256_store_si256(reinterpret_cast<__m256i*>(unpacked), w0);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(unpacked + 32), w1);
+          }
+        }
         const __m256i wu0 = L::kQ8 ? _mm256_sign_epi8(w0, w0) : w0;
         const __m256i wu1 = L::kQ8 ? _mm256_sign_epi8(w1, w1) : w1;
         for (int j = 0; j < R; ++j) {
@@ -141,6 +164,24 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
                                      _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
     }
     float* y_out = a.y + g * kPackRows;
+    if constexpr (Layout<T>::kQ5) {
+      if (a.m > kTileRows) {  // see Unpacked
+        thread_local AlignedVector<uint8_t> scratch;
+        if (scratch.size() < static_cast<size_t>(nb) * 512) scratch.resize(static_cast<size_t>(nb) * 512);
+        group_tile<T, kTileRows, Unpacked::kComputeAndWrite>(a, group, nb, 0, y_out, store, true, scratch.data());
+        int64_t i0 = kTileRows;
+        for (; i0 + kTileRows <= a.m; i0 += kTileRows) {
+          group_tile<T, kTileRows, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data());
+        }
+        switch (a.m - i0) {
+          case 3: group_tile<T, 3, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data()); break;
+          case 2: group_tile<T, 2, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data()); break;
+          case 1: group_tile<T, 1, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data()); break;
+          default: break;
+        }
+        continue;
+      }
+    }
     int64_t i0 = 0;
     bool stream = true;
     for (; i0 + kTileRows <= a.m; i0 += kTileRows, stream = false) {
