@@ -65,10 +65,8 @@ inline __m256i weights(const uint8_t* rec, int half, int q) {
 enum class Unpacked { kCompute, kComputeAndWrite, kRead };
 
 // y[i0 + j][16 outputs of the group] for j < R; lanes outside store[h] (half h) are not written.
-// noinline: see x86/matmul_packed_kquant_avx2.cpp (inlined into packed(), the m = 1 tile's chains
-// went to stack slots: Q5_0 m = 1 fell ~25%).
 template <DType T, int R, Unpacked kU = Unpacked::kCompute>
-__attribute__((noinline)) void group_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int64_t i0, float* y_out,
+void group_tile(const MatmulArgs& a, const uint8_t* group, int64_t nb, int64_t i0, float* y_out,
                 const __m256i store[2], bool stream, uint8_t* scratch = nullptr) {
   using L = Layout<T>;
   // 16-bit partial sums of this many weight vectors stay exact (see the top of the file).
@@ -148,6 +146,25 @@ __attribute__((noinline)) void group_tile(const MatmulArgs& a, const uint8_t* gr
   }
 }
 
+// All tiles of one group at m > 4 (Q5_0, Q5_1): see Unpacked. Out of line: inlined into packed(),
+// GCC kept the other tiles' 16-bit chains in stack slots (Q5_0 m = 1 fell ~25%).
+template <DType T>
+__attribute__((noinline)) void group_via_scratch(const MatmulArgs& a, const uint8_t* group, int64_t nb, float* y_out,
+                                                 const __m256i store[2]) {
+  thread_local AlignedVector<uint8_t> scratch;
+  if (scratch.size() < static_cast<size_t>(nb) * 512) scratch.resize(static_cast<size_t>(nb) * 512);
+  uint8_t* s = scratch.data();
+  group_tile<T, kTileRows, Unpacked::kComputeAndWrite>(a, group, nb, 0, y_out, store, true, s);
+  int64_t i0 = kTileRows;
+  for (; i0 + kTileRows <= a.m; i0 += kTileRows) group_tile<T, kTileRows, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, s);
+  switch (a.m - i0) {  // the tail in one tile of exactly its rows
+    case 3: group_tile<T, 3, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, s); break;
+    case 2: group_tile<T, 2, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, s); break;
+    case 1: group_tile<T, 1, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, s); break;
+    default: break;
+  }
+}
+
 template <DType T>
 void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   const int64_t nb = a.cols / kQk;
@@ -165,20 +182,8 @@ void packed(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
     }
     float* y_out = a.y + g * kPackRows;
     if constexpr (Layout<T>::kQ5) {
-      if (a.m > kTileRows) {  // see Unpacked
-        thread_local AlignedVector<uint8_t> scratch;
-        if (scratch.size() < static_cast<size_t>(nb) * 512) scratch.resize(static_cast<size_t>(nb) * 512);
-        group_tile<T, kTileRows, Unpacked::kComputeAndWrite>(a, group, nb, 0, y_out, store, true, scratch.data());
-        int64_t i0 = kTileRows;
-        for (; i0 + kTileRows <= a.m; i0 += kTileRows) {
-          group_tile<T, kTileRows, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data());
-        }
-        switch (a.m - i0) {
-          case 3: group_tile<T, 3, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data()); break;
-          case 2: group_tile<T, 2, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data()); break;
-          case 1: group_tile<T, 1, Unpacked::kRead>(a, group, nb, i0, y_out, store, false, scratch.data()); break;
-          default: break;
-        }
+      if (a.m > kTileRows) {
+        group_via_scratch<T>(a, group, nb, y_out, store);
         continue;
       }
     }
