@@ -261,6 +261,21 @@ constexpr int64_t kRowGrain = 16;
 
 }  // namespace
 
+const int32_t* bsum32_pairs(const MatmulArgs& a) {
+  thread_local DerivedTable table;
+  const int64_t per_row = a.cols / 64;
+  return table.get(a, a.cols, static_cast<size_t>(a.m * per_row), [&](int32_t* t) {
+    for (int64_t i = 0; i < a.m; ++i) {
+      const int32_t* s16 = a.xbsums + i * (a.cols / 16);
+      for (int64_t k2 = 0; k2 < per_row; ++k2) {
+        const int32_t lo = s16[4 * k2] + s16[4 * k2 + 1], hi = s16[4 * k2 + 2] + s16[4 * k2 + 3];
+        t[i * per_row + k2] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                                   (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+      }
+    }
+  });
+}
+
 void set_matmul_packed_enabled(bool enabled) { g_packed_enabled.store(enabled, std::memory_order_relaxed); }
 void set_matmul_amx_enabled(bool enabled) { g_amx_enabled.store(enabled, std::memory_order_relaxed); }
 int64_t amx_min_rows(DType type) {

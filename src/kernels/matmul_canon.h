@@ -95,6 +95,12 @@ inline float reduce16(const float a[16]) {
 void quantize_activations(DType type, const float* x, int64_t m, int64_t cols, int8_t* xq,
                           float* xd, float* xs, int32_t* xsum, int32_t* xbsums);
 
+// Q4_K/Q5_K's per-32 activation sums as int16 pairs, [m][cols / 64] dwords (sum_{2k}, sum_{2k+1})
+// of each super-block's sub-blocks 2k, 2k + 1 (|sum| <= 32 x 127 fits), from a.xbsums (per 16):
+// the operand of the mins' vpmaddwd / vpdpwssd in the AVX2 and AVX-512 K-quant kernels. Built once
+// per call and thread (DerivedTable); scalar, so one copy serves every ISA file.
+const int32_t* bsum32_pairs(const MatmulArgs& a);
+
 // Computes y[i][r] for all i < m and r in [r_begin, r_end). Scalar, the canonical definition.
 void matmul_rows_ref(const MatmulArgs& a, int64_t r_begin, int64_t r_end);
 

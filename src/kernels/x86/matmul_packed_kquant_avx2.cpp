@@ -11,7 +11,7 @@
 // 64008, exact. Q4_K/Q5_K's mins are one vpmaddwd per pair of sub-blocks: int16 pairs (mn_{2p},
 // mn_{2p+1}) of each row against the activation's (sum_{2p}, sum_{2p+1}) over 32 elements.
 // Q6_K's -32 offset rides in the 16-bit chains: each lane of a sub-block's one run starts at -32
-// times the sum of the 8 activations it will meet (act_sums), so at every step it holds a sum of 8
+// times the sum of the 8 activations it will meet (q6_chain_starts), so at every step it holds a sum of 8
 // terms (q - 32) x or -32 x, each <= 32 x 127: <= 32512, exact; that saves the separate offset
 // pass and half the vpmaddwd (Qwen2.5-1.5B's ffn_down, m = 1: ~76 -> ~58 vector operations per
 // 16-element sub-block of 16 rows). The float steps are the canonical ones (matmul_canon.h): same
@@ -19,7 +19,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/matmul_canon.h"
 #include "kernels/matmul_pack.h"
@@ -80,7 +79,7 @@ __attribute__((noinline)) void group_tile(const MatmulArgs& a, const int32_t* su
   constexpr int kRun = L::kQ6 ? 4 : L::kQ5 ? 4 : 8;
   constexpr int kVecs = L::kQ6 ? 4 : 8;
   constexpr int kSubBlocks = L::kQ6 ? 16 : 8;
-  const int64_t sums_per_row = a.cols / (L::kQ6 ? 16 : 64);  // act_sums' int16 pairs per row
+  const int64_t sums_per_row = a.cols / (L::kQ6 ? 16 : 64);  // int16 pairs per row: q6_chain_starts or bsum32_pairs
   __m256 y[2][R];
   for (int j = 0; j < R; ++j) y[0][j] = y[1][j] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -209,46 +208,34 @@ void packed(const MatmulArgs& a, const int32_t* sums, int64_t r_begin, int64_t r
   }
 }
 
-// The activation sums a tile needs, as int16 pairs in one int32, in a per-thread buffer that only
-// grows. Q4_K/Q5_K: [m][cols / 64] (sum_{2p}, sum_{2p+1}), sum_k over the 32 activations of
-// sub-block k (|.| <= 4064). Q6_K: [m][cols / 16] (-32 sum_a, -32 sum_b), sum_a over the elements
+// Q6_K's chain starts: [m][cols / 16] int16 pairs (-32 sum_a, -32 sum_b), sum_a over the elements
 // 4v, 4v + 1 and sum_b over 4v + 2, 4v + 3 (v < 4) of each 16-element sub-block: the two int16
-// lanes one vpmaddubsw chain of a row meets (|.| <= 32 x 8 x 127 = 32512).
-const int32_t* act_sums(const MatmulArgs& a) {
-  thread_local std::vector<int32_t> buf;
-  const bool q6 = a.type == DType::Q6_K;
-  const int64_t per_row = a.cols / (q6 ? 16 : 64);
-  const size_t n = static_cast<size_t>(a.m * per_row);
-  if (buf.size() < n) buf.resize(n);
-  const auto pack = [](int32_t lo, int32_t hi) {
-    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
-  };
-  for (int64_t i = 0; i < a.m; ++i) {
-    int32_t* out = buf.data() + i * per_row;
-    if (q6) {
+// lanes one vpmaddubsw chain of a row meets (|.| <= 32 x 8 x 127 = 32512). Built once per call and
+// thread (DerivedTable, as bsum32_pairs for Q4_K/Q5_K's mins).
+const int32_t* q6_chain_starts(const MatmulArgs& a) {
+  thread_local DerivedTable table;
+  const int64_t per_row = a.cols / 16;
+  return table.get(a, a.cols, static_cast<size_t>(a.m * per_row), [&](int32_t* t) {
+    for (int64_t i = 0; i < a.m; ++i) {
       const int8_t* x = a.xq + i * a.cols;
       for (int64_t k = 0; k < per_row; ++k, x += 16) {
         int32_t sa = 0, sb = 0;
-        for (int t = 0; t < 16; t += 4) {
-          sa += x[t] + x[t + 1];
-          sb += x[t + 2] + x[t + 3];
+        for (int e = 0; e < 16; e += 4) {
+          sa += x[e] + x[e + 1];
+          sb += x[e + 2] + x[e + 3];
         }
-        out[k] = pack(-32 * sa, -32 * sb);
+        t[i * per_row + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(-32 * sa)) |
+                                                  (static_cast<uint32_t>(static_cast<uint16_t>(-32 * sb)) << 16));
       }
-    } else {
-      const int32_t* bs = a.xbsums + i * (a.cols / 16);  // per 16 activations
-      for (int64_t k = 0; k < per_row; ++k, bs += 4) out[k] = pack(bs[0] + bs[1], bs[2] + bs[3]);
     }
-  }
-  return buf.data();
+  });
 }
 
 }  // namespace
 
 bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
   if (a.packed == nullptr || !is_kquant(a.type)) return false;
-  const int32_t* sums = act_sums(a);
+  const int32_t* sums = a.type == DType::Q6_K ? q6_chain_starts(a) : bsum32_pairs(a);
   switch (a.type) {
     case DType::Q4_K: packed<DType::Q4_K>(a, sums, r_begin, r_end); break;
     case DType::Q5_K: packed<DType::Q5_K>(a, sums, r_begin, r_end); break;

@@ -399,22 +399,6 @@ const int32_t* q4_tiles(const MatmulArgs& a) {
   });
 }
 
-// Q4_K/Q5_K's per-32 activation sums as int16 pairs (KArgs::bsum32), from a.xbsums (per 16).
-const int32_t* bsum32_pairs(const MatmulArgs& a) {
-  thread_local DerivedTable table;
-  const int64_t per_row = a.cols / 64;
-  return table.get(a, a.cols, static_cast<size_t>(a.m * per_row), [&](int32_t* t) {
-    for (int64_t i = 0; i < a.m; ++i) {
-      const int32_t* s16 = a.xbsums + i * (a.cols / 16);
-      for (int64_t k2 = 0; k2 < per_row; ++k2) {
-        const int32_t lo = s16[4 * k2] + s16[4 * k2 + 1], hi = s16[4 * k2 + 2] + s16[4 * k2 + 3];
-        t[i * per_row + k2] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                                   (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
-      }
-    }
-  });
-}
-
 }  // namespace
 
 bool packed_kquant_rows(const MatmulArgs& a, int64_t r_begin, int64_t r_end) {
